@@ -1,0 +1,1 @@
+"""The edges of flywheel: model backends, trace sources, agents, the registry, settings."""

