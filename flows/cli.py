@@ -1,0 +1,80 @@
+"""`flywheel` command line: run the nightly flywheel, or serve the local model."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def _prepare_environment(state_dir: Path) -> None:
+    """Settings the outside libraries read at import: keep everything local and quiet."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str((state_dir / "prefect").resolve()))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from infra.settings import Settings
+
+    settings = Settings()
+    _prepare_environment(settings.state_dir)
+    from flows.nightly import nightly
+    from flows.report import print_summary
+    from flows.runtime import runtime
+
+    runtime(settings)
+    run_id = args.resume or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    console.print(f"flywheel night [bold]{run_id}[/] — state in {settings.state_dir.resolve()}")
+    report = asyncio.run(nightly(run_id=run_id))
+    print_summary(report, Console())
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from infra.lm.server import serve
+
+    from infra.settings import Settings
+
+    serve(Settings().lm, host=args.host, port=args.port, adapter_path=args.adapter)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flywheel", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the nightly flywheel once (Prefect, ephemeral mode)")
+    run.add_argument(
+        "--resume", metavar="RUN_ID", help="continue a failed night; finished stages are reused"
+    )
+    run.set_defaults(handler=_run)
+    serve = sub.add_parser("serve-model", help="serve the local model as an OpenAI-compatible API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--adapter", help="a LoRA adapter folder to serve on top of the base model")
+    serve.set_defaults(handler=_serve)
+    args = parser.parse_args(argv)
+    from infra.errors import UserFacingError
+
+    try:
+        return args.handler(args)
+    except UserFacingError as err:
+        console.print(f"[red]flywheel: {err}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

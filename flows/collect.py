@@ -1,0 +1,81 @@
+"""From traces and annotations to what the stages consume: examples and judged items."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.agents import Agent
+from infra.traces import RecordError, SkippedRecord, TraceBatch
+from infra.types import Example
+from judges.types import JudgedItem, render_inputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Collected:
+    examples: list[Example]  # one per production trace the agent could read
+    items: list[JudgedItem]  # traces with a human pass/fail annotation
+    skipped: list[SkippedRecord] = field(default_factory=list)
+
+
+def collect(batch: TraceBatch, agent: Agent, annotation_name: str) -> Collected:
+    skipped = list(batch.skipped)
+    examples: dict[str, Example] = {}
+    outputs: dict[str, str] = {}
+    for trace in batch.traces:
+        try:
+            examples[trace.trace_id] = agent.example_from_trace(trace)
+        except RecordError as err:
+            skipped.append(SkippedRecord("traces", 0, err.field, f"trace {trace.trace_id}: {err}"))
+            log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)
+            continue
+        outputs[trace.trace_id] = trace.output_text
+    items = []
+    for ann in batch.annotations:
+        if ann.name != annotation_name or ann.trace_id not in examples:
+            continue
+        if ann.data_type != "BOOLEAN" and not isinstance(ann.value, float):
+            skipped.append(SkippedRecord("scores", 0, "value", f"score {ann.id} is not pass/fail"))
+            continue
+        example = examples[ann.trace_id]
+        items.append(
+            JudgedItem(
+                id=ann.trace_id,
+                input_text=render_inputs(example.inputs),
+                output_text=outputs[ann.trace_id],
+                human_pass=float(ann.value) >= 0.5,
+                human_comment=ann.comment or "",
+            )
+        )
+    return Collected(list(examples.values()), items, skipped)
+
+
+def load_heldout(path: Path) -> list[Example]:
+    """Held-out requests with true labels (`{"id", "inputs", "reference"}` per line)."""
+    if not path.exists():
+        return []
+    examples = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            examples.append(
+                Example(id=str(row["id"]), inputs=row["inputs"], reference=row.get("reference"))
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            log.warning("%s:%d: skipped held-out example: %s", path, number, err)
+    return examples
+
+
+def summarize(collected: Collected) -> dict[str, int]:
+    return {
+        "traces": len(collected.examples),
+        "annotations": len(collected.items),
+        "annotations_pass": sum(1 for i in collected.items if i.human_pass),
+        "skipped_records": len(collected.skipped),
+    }

@@ -1,0 +1,134 @@
+"""The nightly flow: traces in, aligned judge, GEPA on prompts, a LoRA round, held-out
+evaluation, versions registered in MLflow under alias "candidate".
+
+Every stage is a Prefect task whose result is persisted under the state folder and
+keyed by run id and stage, so `flywheel run --resume RUN_ID` after a failure redoes
+only what did not finish.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.filesystems import LocalFileSystem
+
+from flows import stages
+from flows.collect import Collected, collect, load_heldout, summarize
+from flows.progress import StageProgress
+from flows.registration import Registered, production_prompts, register_versions
+from flows.report import NightReport, render_markdown
+from flows.runtime import runtime
+
+
+def _stage_key(context, parameters) -> str:
+    return f"{parameters['run_id']}:{context.task.name}"
+
+
+def _stage(name: str):
+    return task(name=name, cache_key_fn=_stage_key, persist_result=True, retries=0)
+
+
+@_stage("collect-traces")
+async def collect_traces(run_id: str) -> Collected:
+    rt = runtime()
+    cfg = rt.settings.traces
+    batch = rt.traces.fetch(since=None, limit=cfg.max_traces)
+    return collect(batch, rt.agent, cfg.annotation_name)
+
+
+@_stage("align-judge")
+async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
+    with StageProgress("judge alignment", runtime().settings.judge.max_metric_calls) as progress:
+        return await stages.align_judge_stage(runtime(), collected.items, progress.on_event)
+
+
+@_stage("optimize-prompts")
+async def optimize_prompts(
+    run_id: str, collected: Collected, seed_prompts: dict[str, str], judge: stages.JudgeStage
+) -> stages.PromptStage:
+    rt = runtime()
+    with StageProgress("agent prompts (GEPA)", rt.settings.agent_opt.max_metric_calls) as progress:
+        return await stages.optimize_prompts_stage(
+            rt, collected.examples, seed_prompts, judge, progress.on_event
+        )
+
+
+@_stage("lora-round")
+async def lora_round(
+    run_id: str, collected: Collected, prompts: dict[str, str], judge: stages.JudgeStage
+) -> stages.LoraStage:
+    rt = runtime()
+    with StageProgress("LoRA round (SFT)", None):
+        return await stages.lora_stage(rt, collected.examples, prompts, judge, rt.run_dir(run_id))
+
+
+@task(
+    name="evaluate-heldout",
+    cache_key_fn=lambda c, p: f"{p['run_id']}:eval:{p['label']}",
+    persist_result=True,
+)
+async def evaluate_heldout(
+    run_id: str,
+    label: str,
+    prompts: dict[str, str],
+    judge: stages.JudgeStage,
+    adapter_path: str | None,
+) -> stages.Evaluation:
+    rt = runtime()
+    adapter = None
+    if adapter_path:
+        adapter = f"adapter-{run_id}"
+        rt.lm.load_adapter(adapter, adapter_path)
+    examples = load_heldout(rt.heldout_path())
+    with StageProgress(f"held-out evaluation: {label}", None):
+        return await stages.evaluate_agent(rt, prompts, examples, judge, adapter)
+
+
+@_stage("register-versions")
+async def register(run_id: str, report: NightReport) -> Registered:
+    return register_versions(runtime(), run_id, report)
+
+
+@flow(name="nightly", log_prints=True)
+async def nightly(run_id: str) -> NightReport:
+    rt = runtime()
+    start = time.perf_counter()
+    storage = LocalFileSystem(basepath=str((rt.settings.state_dir / "results").resolve()))
+    opts = {"result_storage": storage}
+
+    collected = await collect_traces.with_options(**opts)(run_id)
+    seed_prompts = rt.agent.seed_prompts()
+    seed_prompts = production_prompts(rt.registry, list(seed_prompts)) or seed_prompts
+    judge = await align_judge.with_options(**opts)(run_id, collected)
+    evals = {
+        "seed": await evaluate_heldout.with_options(**opts)(
+            run_id, "seed", seed_prompts, judge, None
+        )
+    }
+    prompt = await optimize_prompts.with_options(**opts)(run_id, collected, seed_prompts, judge)
+    evals["prompts"] = await evaluate_heldout.with_options(**opts)(
+        run_id, "prompts", prompt.prompts, judge, None
+    )
+    lora = await lora_round.with_options(**opts)(run_id, collected, prompt.prompts, judge)
+    if lora.trained:
+        evals["lora"] = await evaluate_heldout.with_options(**opts)(
+            run_id, "lora", prompt.prompts, judge, lora.adapter_path
+        )
+    report = NightReport(
+        run_id=run_id,
+        collected=summarize(collected),
+        judge=judge,
+        prompt=prompt,
+        lora=lora,
+        evals=evals,
+        seconds=time.perf_counter() - start,
+    )
+    report.registered = await register.with_options(**opts)(run_id, report)
+    await create_markdown_artifact(
+        markdown=render_markdown(report),
+        key="nightly-report",
+        description=f"flywheel night {run_id}",
+    )
+    return report

@@ -1,0 +1,54 @@
+"""A rich progress line per stage, driven by gepa_opt's events where there are some."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gepa_opt import BudgetUsed, FrontierChanged, GEPAEvent
+
+console = Console(stderr=True)
+
+
+class StageProgress:
+    """`with StageProgress("judge alignment", budget) as p: ... on_event=p.on_event`.
+
+    With a budget the bar counts metric calls; without, it shows a spinner and the time.
+    """
+
+    def __init__(self, description: str, total_metric_calls: int | None):
+        self.description = description
+        self.best: float | None = None
+        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn()]
+        if total_metric_calls:
+            columns[2:2] = [
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("metric calls {task.fields[best]}"),
+            ]
+        self._progress = Progress(*columns, console=console, transient=False)
+        self._task = self._progress.add_task(description, total=total_metric_calls, best="")
+
+    def __enter__(self) -> StageProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.stop()
+
+    def on_event(self, event: GEPAEvent) -> None:
+        if isinstance(event, BudgetUsed):
+            self._progress.update(self._task, completed=event.metric_calls_used)
+        elif isinstance(event, FrontierChanged):
+            self.best = event.best_score
+            self._progress.update(
+                self._task,
+                best=f"· best {event.best_score:.3f} · {event.num_candidates} candidates",
+            )

@@ -1,0 +1,135 @@
+"""What a night did, for people: the closing summary, the Prefect artifact, MLflow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
+
+if TYPE_CHECKING:
+    from flows.registration import Registered
+
+
+@dataclass
+class NightReport:
+    run_id: str
+    collected: dict[str, int]
+    judge: JudgeStage
+    prompt: PromptStage
+    lora: LoraStage
+    evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
+    seconds: float
+    registered: Registered | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for MLflow: before/after of every stage."""
+        out: dict[str, float] = {f"traces_{k}": float(v) for k, v in self.collected.items()}
+        for prefix, report in (
+            ("judge_seed", self.judge.seed_heldout),
+            ("judge_aligned", self.judge.heldout),
+        ):
+            out |= {f"{prefix}_{k}": v for k, v in report.items()}
+        out |= {
+            "judge_metric_calls": self.judge.metric_calls,
+            "judge_threshold": self.judge.threshold,
+            "agent_metric_calls": self.prompt.metric_calls,
+            "agent_reflection_calls": self.prompt.reflection_calls,
+            "agent_candidates": self.prompt.candidates,
+            "agent_val_seed": self.prompt.seed_val,
+            "agent_val_best": self.prompt.best_val,
+            "lora_records": self.lora.records,
+            "lora_val_without": self.lora.val_without,
+            "wall_seconds": self.seconds,
+            "judge_seconds": self.judge.seconds,
+            "prompt_seconds": self.prompt.seconds,
+            "lora_seconds": self.lora.seconds,
+        }
+        if self.lora.val_with is not None:
+            out["lora_val_with"] = self.lora.val_with
+        if self.lora.train_loss is not None:
+            out["lora_train_loss"] = self.lora.train_loss
+        for stage, ev in self.evals.items():
+            out[f"heldout_{stage}_judge_pass_rate"] = ev.judge_pass_rate
+            if ev.accuracy is not None:
+                out[f"heldout_{stage}_accuracy"] = ev.accuracy
+        return out
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
+    j = report.judge
+    rows = [
+        (
+            "judge κ (held-out)",
+            _fmt(j.seed_heldout.get("kappa")),
+            _fmt(j.heldout.get("kappa")),
+            f"{j.metric_calls} metric calls, {j.sizes['heldout']} held-out labels",
+        ),
+        (
+            "judge accuracy (held-out)",
+            _fmt(j.seed_heldout.get("accuracy")),
+            _fmt(j.heldout.get("accuracy")),
+            "",
+        ),
+        (
+            "agent judge score (Pareto set)",
+            _fmt(report.prompt.seed_val),
+            _fmt(report.prompt.best_val),
+            f"{report.prompt.metric_calls} metric calls, {report.prompt.candidates} candidates",
+        ),
+    ]
+    seed = report.evals["seed"]
+    for stage in ("prompts", "lora"):
+        if stage in report.evals:
+            ev = report.evals[stage]
+            rows.append(
+                (
+                    f"held-out accuracy after {stage}",
+                    _fmt(seed.accuracy),
+                    _fmt(ev.accuracy),
+                    f"{ev.n} examples with true labels",
+                )
+            )
+    return rows
+
+
+def print_summary(report: NightReport, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"flywheel night {report.run_id} ({report.seconds:.0f} s)")
+    for column in ("", "before", "after", "notes"):
+        table.add_column(column)
+    for row in summary_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    if report.lora.note:
+        console.print(f"LoRA round: {report.lora.note}")
+    skipped = report.collected.get("skipped_records", 0)
+    if skipped:
+        console.print(
+            f"[yellow]{skipped} malformed trace or score records were skipped (see the log)."
+        )
+    if report.registered:
+        console.print(report.registered.describe())
+
+
+def render_markdown(report: NightReport) -> str:
+    lines = [
+        f"# flywheel night `{report.run_id}`",
+        "",
+        "| | before | after | notes |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
+    if report.lora.note:
+        lines += ["", f"LoRA round: {report.lora.note}"]
+    if report.registered:
+        lines += ["", report.registered.describe()]
+    return "\n".join(lines)

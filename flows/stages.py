@@ -1,0 +1,257 @@
+"""The nightly stages as plain async functions: importable and testable without Prefect.
+
+Each takes the runtime and plain data and returns a small, picklable result, so that
+Prefect can persist it and a failed night resumes without redoing finished stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from flows.runtime import Runtime
+from gepa_opt import GEPAConfig, optimize
+from infra.lm.reflection import reflection_lm
+from infra.types import Example
+from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
+from judges.align import align_judge
+from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
+from judges.splits import stratified_split
+from judges.types import JudgedItem
+from weights.datasets import sft_records
+from weights.lora import train_sft_adapter
+
+OnEvent = Callable[[Any], None] | None
+
+
+@dataclass
+class JudgeStage:
+    prompts: dict[str, str]
+    threshold: float
+    heldout: dict[str, float]
+    seed_prompts: dict[str, str]
+    seed_threshold: float
+    seed_heldout: dict[str, float]
+    metric_calls: int
+    sizes: dict[str, int]
+    seconds: float
+
+
+@dataclass
+class PromptStage:
+    prompts: dict[str, str]
+    seed_val: float
+    best_val: float
+    metric_calls: int
+    reflection_calls: int
+    candidates: int
+    seconds: float
+
+
+@dataclass
+class LoraStage:
+    adapter_path: str | None  # None when the round was skipped or did not help
+    trained: bool
+    records: int
+    train_loss: float | None
+    val_without: float
+    val_with: float | None
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class Evaluation:
+    n: int
+    accuracy: float | None  # against true labels, when the examples have them
+    judge_pass_rate: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+async def align_judge_stage(
+    rt: Runtime, items: list[JudgedItem], on_event: OnEvent = None
+) -> JudgeStage:
+    cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
+    start = time.perf_counter()
+    selection, heldout = stratified_split(items, cfg.heldout_fraction, seed)
+    train, val = stratified_split(selection, 0.4, seed + 1)
+    config = GEPAConfig(
+        max_metric_calls=cfg.max_metric_calls,
+        reflection_minibatch_size=cfg.reflection_minibatch_size,
+        seed=seed,
+        skip_perfect_score=False,
+    )
+    aligned = await align_judge(
+        rt.lm,
+        dict(SEED_JUDGE_PROMPTS),
+        train,
+        val,
+        heldout,
+        config,
+        reflection_lm(rt.lm, rt.settings.agent_opt.reflection_max_tokens, seed),
+        on_event,
+    )
+    return JudgeStage(
+        prompts=aligned.prompts,
+        threshold=aligned.threshold,
+        heldout=aligned.heldout,
+        seed_prompts=dict(SEED_JUDGE_PROMPTS),
+        seed_threshold=aligned.seed_threshold,
+        seed_heldout=aligned.seed_heldout,
+        metric_calls=aligned.metric_calls,
+        sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
+        seconds=time.perf_counter() - start,
+    )
+
+
+def judge_of(rt: Runtime, stage: JudgeStage) -> PointwiseJudge:
+    return PointwiseJudge(
+        rt.lm, stage.prompts, stage.threshold, rt.settings.judge.rationale_max_tokens
+    )
+
+
+def split_examples(rt: Runtime, examples: list[Example]) -> tuple[list[Example], list[Example]]:
+    """(trainset, valset): the Pareto set is a fixed, seeded sample of the traffic."""
+    shuffled = sorted(examples, key=lambda e: e.id)
+    random.Random(rt.settings.agent_opt.seed).shuffle(shuffled)
+    size = min(rt.settings.agent_opt.pareto_size, len(shuffled) // 2)
+    return shuffled[size:], shuffled[:size]
+
+
+async def optimize_prompts_stage(
+    rt: Runtime,
+    examples: list[Example],
+    seed_prompts: dict[str, str],
+    judge: JudgeStage,
+    on_event: OnEvent = None,
+) -> PromptStage:
+    cfg = rt.settings.agent_opt
+    start = time.perf_counter()
+    trainset, valset = split_examples(rt, examples)
+    adapter = AgentJudgeAdapter(
+        rt.agent, rt.lm, judge_of(rt, judge), max_tokens=cfg.max_tokens, temperature=0.0
+    )
+    config = GEPAConfig(
+        max_metric_calls=cfg.max_metric_calls,
+        reflection_minibatch_size=cfg.reflection_minibatch_size,
+        seed=cfg.seed,
+    )
+    result = await optimize(
+        seed_prompts,
+        trainset,
+        valset,
+        adapter,
+        reflection_lm(rt.lm, cfg.reflection_max_tokens, cfg.seed),
+        config,
+        example_id=lambda ex: ex.id,
+        on_event=on_event,
+    )
+    return PromptStage(
+        prompts=dict(result.best_candidate),
+        seed_val=result.val_aggregate_scores[0],
+        best_val=result.val_aggregate_scores[result.best_idx],
+        metric_calls=result.metric_calls_used,
+        reflection_calls=result.reflection_calls,
+        candidates=len(result.candidates),
+        seconds=time.perf_counter() - start,
+    )
+
+
+async def evaluate_agent(
+    rt: Runtime,
+    prompts: dict[str, str],
+    examples: list[Example],
+    judge: JudgeStage,
+    adapter: str | None = None,
+) -> Evaluation:
+    """Held-out evaluation: true-label accuracy where known, and the judge's pass rate."""
+    params = {
+        "max_tokens": rt.settings.agent_opt.max_tokens,
+        "temperature": 0.0,
+        "adapter": adapter,
+    }
+    rollouts = list(
+        await asyncio.gather(*(rt.agent.run(ex, prompts, rt.lm, **params) for ex in examples))
+    )
+    await judge_rollouts(judge_of(rt, judge), rollouts)
+    true = [rt.agent.reference_score(r.example, r.output) for r in rollouts]
+    known = [t for t in true if t is not None]
+    return Evaluation(
+        n=len(rollouts),
+        accuracy=fmean(known) if known else None,
+        judge_pass_rate=fmean(r.score >= judge.threshold for r in rollouts) if rollouts else 0.0,
+    )
+
+
+async def lora_stage(
+    rt: Runtime, examples: list[Example], prompts: dict[str, str], judge: JudgeStage, run_dir: Path
+) -> LoraStage:
+    """One slow-loop round: sample, judge, keep the best (rejection sampling), SFT a LoRA
+    adapter, and keep it only if the judge prefers it on the Pareto set (never held-out)."""
+    cfg, start = rt.settings.lora, time.perf_counter()
+    trainset, valset = split_examples(rt, examples)
+    without = await _judge_mean(rt, prompts, valset, judge, adapter=None)
+    if not cfg.enabled or rt.settings.lm.backend != "local":
+        reason = (
+            "disabled in settings" if not cfg.enabled else "LoRA training needs the local backend"
+        )
+        return LoraStage(None, False, 0, None, without, None, time.perf_counter() - start, reason)
+    params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": cfg.sample_temperature}
+    runs = [
+        rt.agent.run(ex, prompts, rt.lm, seed=k, **params)
+        for ex in trainset
+        for k in range(cfg.samples_per_example)
+    ]
+    rollouts = await judge_rollouts(judge_of(rt, judge), list(await asyncio.gather(*runs)))
+    records = sft_records(
+        rollouts, cfg.min_judge_score, cfg.max_train_examples, rt.settings.agent_opt.seed
+    )
+    if not records:
+        return LoraStage(
+            None,
+            False,
+            0,
+            None,
+            without,
+            None,
+            time.perf_counter() - start,
+            "no rollout passed the judge",
+        )
+    result = await asyncio.to_thread(
+        train_sft_adapter, records, rt.lm.model_path, run_dir / "adapter", cfg
+    )
+    name = f"adapter-{run_dir.name}"
+    rt.lm.load_adapter(name, str(result.path))
+    with_adapter = await _judge_mean(rt, prompts, valset, judge, adapter=name)
+    keep = with_adapter >= without
+    return LoraStage(
+        adapter_path=str(result.path) if keep else None,
+        trained=True,
+        records=len(records),
+        train_loss=result.train_loss,
+        val_without=without,
+        val_with=with_adapter,
+        seconds=time.perf_counter() - start,
+        note="" if keep else "the judge preferred the base model on the Pareto set",
+    )
+
+
+async def _judge_mean(
+    rt: Runtime, prompts, examples, judge: JudgeStage, adapter: str | None
+) -> float:
+    params = {
+        "max_tokens": rt.settings.agent_opt.max_tokens,
+        "temperature": 0.0,
+        "adapter": adapter,
+    }
+    rollouts = list(
+        await asyncio.gather(*(rt.agent.run(ex, prompts, rt.lm, **params) for ex in examples))
+    )
+    await judge_rollouts(judge_of(rt, judge), rollouts)
+    return fmean(r.score for r in rollouts) if rollouts else 0.0

@@ -1,0 +1,51 @@
+"""gepa_opt: GEPA (Genetic-Pareto) reflective prompt optimization, as a standalone library.
+
+Bring an `Adapter` (runs your system on examples, turns traces into feedback records) and
+a `ReflectionLM` (prompt in, text out); `optimize` evolves the seed's texts within a
+metric-call budget and returns the whole candidate pool.
+"""
+
+from gepa_opt.config import GEPAConfig
+from gepa_opt.engine import GEPAEngine, optimize
+from gepa_opt.events import (
+    BudgetUsed,
+    EventHandler,
+    Finished,
+    FrontierChanged,
+    GEPAEvent,
+    ProposalAccepted,
+    ProposalRejected,
+    ProposalStarted,
+    RejectReason,
+    StopReason,
+)
+from gepa_opt.extraction import extract_proposal
+from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT
+from gepa_opt.result import GEPAResult
+from gepa_opt.state import ProposalRecord
+from gepa_opt.types import Adapter, Candidate, EvaluationBatch, ExampleId, ReflectionLM
+
+__all__ = [
+    "DEFAULT_REFLECTION_PROMPT",
+    "Adapter",
+    "BudgetUsed",
+    "Candidate",
+    "EvaluationBatch",
+    "EventHandler",
+    "ExampleId",
+    "Finished",
+    "FrontierChanged",
+    "GEPAConfig",
+    "GEPAEngine",
+    "GEPAEvent",
+    "GEPAResult",
+    "ProposalAccepted",
+    "ProposalRecord",
+    "ProposalRejected",
+    "ProposalStarted",
+    "ReflectionLM",
+    "RejectReason",
+    "StopReason",
+    "extract_proposal",
+    "optimize",
+]

@@ -1,0 +1,43 @@
+"""Which component(s) of the parent a proposal rewrites."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+ModuleSelection = Literal["round_robin", "all"]
+
+
+class ComponentSelector(Protocol):
+    def select(self, components: list[str], cursor: int) -> tuple[list[str], int]:
+        """Components to update, and the parent's cursor for its next proposal.
+
+        The cursor lives in the run state (one per candidate), not in the selector, so
+        it is saved and resumed with everything else.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class RoundRobinSelector:
+    """One component per proposal, cycling per candidate: each reflection stays focused
+    on one prompt, and a child starts its own cycle from the first component."""
+
+    def select(self, components: list[str], cursor: int) -> tuple[list[str], int]:
+        return [components[cursor % len(components)]], (cursor + 1) % len(components)
+
+
+@dataclass(frozen=True)
+class AllSelector:
+    """Every component at once (one reflection call each), for tightly coupled prompts."""
+
+    def select(self, components: list[str], cursor: int) -> tuple[list[str], int]:
+        return list(components), cursor
+
+
+def make_component_selector(name: ModuleSelection) -> ComponentSelector:
+    if name == "round_robin":
+        return RoundRobinSelector()
+    if name == "all":
+        return AllSelector()
+    raise ValueError(f"unknown module_selection {name!r}")

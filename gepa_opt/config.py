@@ -1,0 +1,88 @@
+"""Every knob of a GEPA run in one place (in the spirit of trl's *Config dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import get_args
+
+from gepa_opt.components import ModuleSelection
+from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
+from gepa_opt.selection import CandidateSelection
+
+
+@dataclass
+class GEPAConfig:
+    """Configuration of `optimize`. Defaults follow the GEPA paper and upstream gepa."""
+
+    max_metric_calls: int = 500
+    """Budget B: one call per (candidate, example) evaluated, cache hits free. The run never
+    exceeds it; a proposal only starts when its worst case (parent's uncached minibatch +
+    child's minibatch + a full valset evaluation) still fits, since a proposal that cannot
+    reach the valset cannot add a candidate. The seed's valset evaluation must fit."""
+
+    reflection_minibatch_size: int = 3
+    """b: training examples per proposal, shown to the reflection LM."""
+
+    candidate_selection: CandidateSelection = "pareto"
+    """"pareto" (Algorithm 2), "current_best" (greedy), or "epsilon_greedy"."""
+
+    epsilon: float = 0.1
+    """For "epsilon_greedy": chance of picking a uniformly random pool candidate."""
+
+    module_selection: ModuleSelection = "round_robin"
+    """"round_robin": one component per proposal, cycling per candidate; "all": every one."""
+
+    seed: int = 0
+    """Seeds parent selection and minibatch sampling: with a deterministic adapter and
+    reflection LM, the same seed replays the same run."""
+
+    skip_perfect_score: bool = True
+    """Skip reflecting on a parent already perfect on the whole minibatch: no signal there."""
+
+    perfect_score: float = 1.0
+    """Per-example score that counts as perfect for `skip_perfect_score`."""
+
+    max_concurrency: int = 1
+    """How many `adapter.evaluate` calls run at once for one batch; a batch's uncached
+    examples are split into that many contiguous slices. 1 hands the adapter the whole
+    minibatch or valset, leaving parallelism (e.g. batched generation) to it."""
+
+    reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
+    """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
+
+    component_prompt_templates: dict[str, str] = field(default_factory=dict)
+    """Per-component overrides of `reflection_prompt_template` (e.g. a rubric vs a prompt)."""
+
+    max_idle_iterations: int = 100
+    """Stop after this many proposals in a row that cost no metric call (perfect parents
+    already cached, empty or duplicate proposals): with the cache, nothing else would end
+    a run where no proposal can make progress."""
+
+    def __post_init__(self) -> None:
+        positive = {
+            "max_metric_calls": self.max_metric_calls,
+            "reflection_minibatch_size": self.reflection_minibatch_size,
+            "max_concurrency": self.max_concurrency,
+            "max_idle_iterations": self.max_idle_iterations,
+        }
+        for name, value in positive.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"GEPAConfig.{name} must be a positive integer, got {value!r}")
+        if self.candidate_selection not in get_args(CandidateSelection):
+            raise ValueError(
+                f"GEPAConfig.candidate_selection must be one of {get_args(CandidateSelection)}, "
+                f"got {self.candidate_selection!r}"
+            )
+        if self.module_selection not in get_args(ModuleSelection):
+            raise ValueError(
+                f"GEPAConfig.module_selection must be one of {get_args(ModuleSelection)}, "
+                f"got {self.module_selection!r}"
+            )
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"GEPAConfig.epsilon must be in [0, 1], got {self.epsilon!r}")
+        check_template(self.reflection_prompt_template, "GEPAConfig.reflection_prompt_template")
+        for component, template in self.component_prompt_templates.items():
+            check_template(template, f"GEPAConfig.component_prompt_templates[{component!r}]")
+
+    def template_for(self, component: str) -> str:
+        return self.component_prompt_templates.get(component, self.reflection_prompt_template)

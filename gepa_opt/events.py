@@ -1,0 +1,120 @@
+"""A small typed event stream, so callers drive progress bars and metric logging from it.
+
+Every event carries the proposal `iteration` it belongs to (0 for the seed), a natural
+step for MLflow metrics.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gepa_opt.types import ExampleId
+
+
+class RejectReason(StrEnum):
+    PERFECT_PARENT = "perfect_parent"
+    """Parent already perfect on the minibatch (`skip_perfect_score`): nothing to learn."""
+    EMPTY_PROPOSAL = "empty_proposal"
+    """The reflection LM proposed no text for any component."""
+    DUPLICATE = "duplicate"
+    """The child's texts equal a candidate already in the pool."""
+    NOT_IMPROVED = "not_improved"
+    """Child's minibatch sum not strictly above the parent's."""
+
+
+class StopReason(StrEnum):
+    BUDGET = "budget"
+    """The next proposal's worst-case cost no longer fits in `max_metric_calls`."""
+    STALLED = "stalled"
+    """`max_idle_iterations` proposals in a row cost nothing: no progress is possible."""
+
+
+@dataclass(frozen=True)
+class ProposalStarted:
+    iteration: int
+    parent_idx: int
+    components: tuple[str, ...]
+    minibatch_ids: tuple[ExampleId, ...]
+
+
+@dataclass(frozen=True)
+class ProposalRejected:
+    iteration: int
+    parent_idx: int
+    reason: RejectReason
+    parent_minibatch_score: float
+    """Sum over the minibatch (the acceptance test compares sums)."""
+    child_minibatch_score: float | None
+    """None when the child was never evaluated."""
+
+
+@dataclass(frozen=True)
+class ProposalAccepted:
+    iteration: int
+    parent_idx: int
+    candidate_idx: int
+    components: tuple[str, ...]
+    """Components whose text the child changed."""
+    parent_minibatch_score: float
+    child_minibatch_score: float
+    val_score: float
+    """The child's aggregate (mean) score on the valset."""
+
+
+@dataclass(frozen=True)
+class FrontierChanged:
+    iteration: int
+    best_idx: int
+    best_score: float
+    frontier_score: float
+    """Mean over val instances of the best score any candidate reached on it."""
+    pareto_candidates: tuple[int, ...]
+    """Candidates Algorithm 2 can select (best somewhere, not dominated)."""
+    num_candidates: int
+
+
+@dataclass(frozen=True)
+class BudgetUsed:
+    iteration: int
+    metric_calls: int
+    reflection_calls: int
+    metric_calls_used: int
+    max_metric_calls: int
+    reflection_calls_used: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    iteration: int
+    reason: StopReason
+    best_idx: int
+    best_score: float
+    num_candidates: int
+    metric_calls_used: int
+    reflection_calls_used: int
+
+
+GEPAEvent = (
+    ProposalStarted | ProposalRejected | ProposalAccepted | FrontierChanged | BudgetUsed | Finished
+)
+
+EventHandler = Callable[[GEPAEvent], Awaitable[None] | None]
+"""Sync or async; called in registration order, awaited before the run goes on."""
+
+
+class EventBus:
+    def __init__(self, handlers: EventHandler | Iterable[EventHandler] | None) -> None:
+        if handlers is None:
+            handlers = ()
+        elif callable(handlers):
+            handlers = (handlers,)
+        self._handlers = tuple(handlers)
+
+    async def emit(self, event: GEPAEvent) -> None:
+        for handler in self._handlers:
+            outcome = handler(event)
+            if inspect.isawaitable(outcome):
+                await outcome

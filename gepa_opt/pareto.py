@@ -1,0 +1,83 @@
+"""The val score matrix: per-instance Pareto fronts and dominance (the paper's Algorithm 2).
+
+Candidate k's scores are a mapping example id -> score. Dominance is the paper's: a
+candidate is dominated by *another single* candidate that scores at least as well on
+every instance and strictly better on one. Upstream gepa instead drops a candidate when
+every front it is on also holds some other survivor (domination by a set, removed lowest
+aggregate first); that prunes more, and its result depends on the removal order. Ours is
+a strict partial order, so the iterative removal the paper writes always ends at the same
+set (the maximal candidates), whatever the order of removal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gepa_opt.types import ExampleId
+
+Scores = Mapping[ExampleId, float]
+
+
+def aggregate(scores: Scores) -> float:
+    """Mean over instances: what the paper returns the best candidate by."""
+    return sum(scores.values()) / len(scores) if scores else 0.0
+
+
+def best_index(val_scores: Sequence[Scores]) -> int:
+    """Highest aggregate; the earliest candidate wins ties (the seed before its children)."""
+    aggregates = [aggregate(s) for s in val_scores]
+    return aggregates.index(max(aggregates))
+
+
+def instance_fronts(val_scores: Sequence[Scores]) -> dict[ExampleId, frozenset[int]]:
+    """P*[i]: every candidate reaching the best score s*[i] on instance i (ties all count)."""
+    fronts: dict[ExampleId, frozenset[int]] = {}
+    instances = dict.fromkeys(i for scores in val_scores for i in scores)
+    for instance in instances:
+        scored = {k: s[instance] for k, s in enumerate(val_scores) if instance in s}
+        best = max(scored.values())
+        fronts[instance] = frozenset(k for k, score in scored.items() if score == best)
+    return fronts
+
+
+def dominates(a: Scores, b: Scores) -> bool:
+    """`a` is at least as good as `b` everywhere `b` was scored, and better somewhere."""
+    at_least = all(i in a and a[i] >= score for i, score in b.items())
+    return at_least and any(a[i] > score for i, score in b.items())
+
+
+def dominated(val_scores: Sequence[Scores], fronts: Mapping[ExampleId, frozenset[int]]) -> set[int]:
+    """D of Algorithm 2, built one candidate at a time exactly as written."""
+    pool = sorted(set().union(*fronts.values()))
+    removed: set[int] = set()
+    while True:
+        alive = [k for k in pool if k not in removed]
+        victim = next(
+            (
+                k
+                for k in alive
+                if any(dominates(val_scores[o], val_scores[k]) for o in alive if o != k)
+            ),
+            None,
+        )
+        if victim is None:
+            return removed
+        removed.add(victim)
+
+
+def win_counts(val_scores: Sequence[Scores]) -> dict[int, int]:
+    """f[Φ] of Algorithm 2: on how many instances each undominated candidate is best."""
+    fronts = instance_fronts(val_scores)
+    removed = dominated(val_scores, fronts)
+    counts: dict[int, int] = {}
+    for front in fronts.values():
+        for k in sorted(front - removed):
+            counts[k] = counts.get(k, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def frontier_score(val_scores: Sequence[Scores]) -> float:
+    """Mean of s*[i]: what picking the right candidate per instance would score."""
+    fronts = instance_fronts(val_scores)
+    best = [max(s[i] for s in val_scores if i in s) for i in fronts]
+    return sum(best) / len(best) if best else 0.0

@@ -1,0 +1,69 @@
+"""What `optimize` returns: the whole pool with lineage and scores, not just the winner,
+so callers can register runners-up or inspect how the prompt evolved."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gepa_opt.budget import Budget
+from gepa_opt.events import RejectReason, StopReason
+from gepa_opt.pareto import aggregate, best_index
+from gepa_opt.state import GEPAState, ProposalRecord
+from gepa_opt.types import Candidate, ExampleId
+
+
+@dataclass(frozen=True)
+class GEPAResult:
+    candidates: list[Candidate]
+    """The pool, in the order added; index 0 is the seed."""
+    parents: list[tuple[int, ...]]
+    val_subscores: list[dict[ExampleId, float]]
+    """Per candidate, per val example id."""
+    val_aggregate_scores: list[float]
+    """Per candidate, mean over the valset."""
+    best_idx: int
+    """Highest aggregate val score (earliest on ties), as Algorithm 1 returns."""
+    metric_calls_used: int
+    max_metric_calls: int
+    reflection_calls: int
+    rejections: dict[RejectReason, int]
+    stop_reason: StopReason
+    history: list[ProposalRecord]
+
+    @property
+    def best_candidate(self) -> Candidate:
+        return self.candidates[self.best_idx]
+
+    @property
+    def best_score(self) -> float:
+        return self.val_aggregate_scores[self.best_idx]
+
+    @property
+    def accepted_proposals(self) -> int:
+        return len(self.candidates) - 1
+
+    @property
+    def rejected_proposals(self) -> int:
+        return sum(self.rejections.values())
+
+    @property
+    def empty_proposals(self) -> int:
+        return self.rejections.get(RejectReason.EMPTY_PROPOSAL, 0)
+
+    @classmethod
+    def from_state(cls, state: GEPAState, budget: Budget, stop_reason: StopReason) -> GEPAResult:
+        reasons = Counter(r.reject_reason for r in state.history if r.reject_reason is not None)
+        return cls(
+            candidates=[dict(c) for c in state.candidates],
+            parents=list(state.parents),
+            val_subscores=[dict(s) for s in state.val_scores],
+            val_aggregate_scores=[aggregate(s) for s in state.val_scores],
+            best_idx=best_index(state.val_scores),
+            metric_calls_used=budget.metric_calls_used,
+            max_metric_calls=budget.max_metric_calls,
+            reflection_calls=budget.reflection_calls,
+            rejections={reason: reasons[reason] for reason in RejectReason if reason in reasons},
+            stop_reason=stop_reason,
+            history=list(state.history),
+        )

@@ -1,0 +1,56 @@
+"""The run's state: the candidate pool with lineage and val scores, plus proposal history.
+
+Plain data only (no adapter, no RNG), so a later version can persist and resume it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gepa_opt.events import RejectReason
+from gepa_opt.pareto import Scores
+from gepa_opt.types import Candidate, ExampleId, candidate_digest
+
+
+@dataclass(frozen=True)
+class ProposalRecord:
+    """One iteration of Algorithm 1, whatever its outcome."""
+
+    iteration: int
+    parent_idx: int
+    components: tuple[str, ...]
+    minibatch_ids: tuple[ExampleId, ...]
+    parent_scores: tuple[float, ...]
+    child_scores: tuple[float, ...] | None
+    """None when the child was never evaluated (perfect parent, empty or duplicate)."""
+    reject_reason: RejectReason | None
+    """None when accepted."""
+    candidate_idx: int | None
+    """Pool index of the accepted child."""
+
+
+@dataclass
+class GEPAState:
+    candidates: list[Candidate] = field(default_factory=list)
+    parents: list[tuple[int, ...]] = field(default_factory=list)
+    """Per candidate: () for the seed, (parent,) for a mutation; merges will add pairs."""
+    val_scores: list[dict[ExampleId, float]] = field(default_factory=list)
+    component_cursor: list[int] = field(default_factory=list)
+    """Per candidate: where its round-robin over components resumes."""
+    history: list[ProposalRecord] = field(default_factory=list)
+    iteration: int = 0
+    idle_iterations: int = 0
+    """Proposals in a row that cost no metric call (see GEPAConfig.max_idle_iterations)."""
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    """Candidate digest -> pool index, for duplicate detection."""
+
+    def add(self, candidate: Candidate, parents: tuple[int, ...], val_scores: Scores) -> int:
+        self._index[candidate_digest(candidate)] = len(self.candidates)
+        self.candidates.append(dict(candidate))
+        self.parents.append(parents)
+        self.val_scores.append(dict(val_scores))
+        self.component_cursor.append(0)
+        return len(self.candidates) - 1
+
+    def contains(self, candidate: Candidate) -> bool:
+        return candidate_digest(candidate) in self._index

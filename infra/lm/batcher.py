@@ -1,0 +1,461 @@
+"""Continuous batching for a transformers causal LM on CPU.
+
+Async callers submit requests; one worker thread (torch releases the GIL) prefills newly
+arrived requests as a group and runs a lean decode loop over every active row. Rows join
+at the next step and leave as soon as they finish, so a short answer never waits for a
+long one and finished rows stop costing compute.
+
+The KV cache is our own `KVSlab`: preallocated per-layer buffers instead of a
+DynamicCache, which would `torch.cat` the whole cache on every step (at 32 rows x 300
+tokens that copy is as large as the weights read per step).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+ANY_ADAPTER = object()  # a call that may run whatever adapter is active
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt_ids: list[int]
+    max_new_tokens: int
+    temperature: float = 0.0
+    seed: int | None = None
+    stop_token_ids: frozenset[int] = frozenset()
+    stop_strings: tuple[str, ...] = ()
+    adapter: str | None = None
+    want_logprobs: bool = False
+    top_logprobs: int = 0  # alternatives kept per generated token (0 = none)
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]  # every generated token, the stopping one included
+    finish_reason: str  # "stop" | "length"
+    prompt_tokens: int
+    logprobs: list[float] | None = None
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+
+
+@dataclass
+class _Job:
+    """A request, or a function to run on the worker thread, plus its future."""
+
+    adapter: Any
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    request: Request | None = None
+    fn: Callable[[], Any] | None = None
+
+
+@dataclass
+class _Row:
+    job: _Job
+    generator: torch.Generator | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top: list[list[tuple[int, float]]] = field(default_factory=list)
+
+
+def _resolve(job: _Job, result: Any = None, error: BaseException | None = None) -> None:
+    def settle() -> None:
+        if job.future.done():  # the caller cancelled
+            return
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(result)
+
+    job.loop.call_soon_threadsafe(settle)
+
+
+class KVSlab:
+    """Preallocated K/V buffers [rows, kv_heads, cols, head_dim] for every layer.
+
+    Active rows are 0..n-1 and active columns start..end-1. Each row's tokens are
+    contiguous and end at column end-1 (left padding before `first[row]`), so a row's
+    next position id is `end - first[row]` and the mask is `col >= first[row]`. The
+    model calls `update` once per layer; we hand it views, never concatenations.
+    """
+
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, rows: int):
+        self.shape = (rows, kv_heads, 0, head_dim)
+        self.n_layers, self.dtype = n_layers, dtype
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.first = torch.zeros(rows, dtype=torch.long)
+        self.n = self.start = self.end = 0
+
+    @property
+    def cols(self) -> int:
+        return self.keys[0].shape[2] if self.keys else 0
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, **_: Any):
+        """Write the step's K/V at column `end` (the caller advances `end` after the step)."""
+        n, col = self.n, self.end
+        self.keys[layer_idx][:n, :, col] = key[:, :, 0]
+        self.values[layer_idx][:n, :, col] = value[:, :, 0]
+        return (
+            self.keys[layer_idx][:n, :, self.start : col + 1],
+            self.values[layer_idx][:n, :, self.start : col + 1],
+        )
+
+    def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The 4D boolean mask and the position ids of the next decode step."""
+        cols = torch.arange(self.start, self.end + 1)
+        first = self.first[: self.n, None]
+        return (cols >= first)[:, None, None, :], self.end - first
+
+    def append(self, cache: DynamicCache, lengths: list[int], room: int) -> None:
+        """Add prefilled rows (left-padded to a common width) and keep `room` free columns."""
+        g, width = len(lengths), cache.layers[0].keys.shape[2]
+        if self.end - width < 0 or self.end + room > self.cols:
+            self._relayout(max(0, width - (self.end - self.start)), room)
+        self.start = min(self.start, self.end - width)
+        rows, new = slice(self.n, self.n + g), slice(self.end - width, self.end)
+        pad = torch.arange(width)[None, :] < torch.tensor([width - n for n in lengths])[:, None]
+        pad = pad[:, None, :, None]
+        for layer, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
+            # Padding and stale slots must hold zeros: a masked NaN still poisons sdpa.
+            keys[rows, :, self.start : new.start] = 0
+            values[rows, :, self.start : new.start] = 0
+            keys[rows, :, new] = cache.layers[layer].keys.masked_fill(pad, 0)
+            values[rows, :, new] = cache.layers[layer].values.masked_fill(pad, 0)
+        self.first[rows] = torch.tensor([self.end - n for n in lengths])
+        self.n += g
+
+    def _relayout(self, shift: int, room: int) -> None:
+        """Copy the active columns to `shift` in fresh buffers with `room` more free columns."""
+        width = self.end - self.start
+        rows, heads, _, dim = self.shape
+        cols = max(64, int(1.25 * (shift + width + room)))
+
+        def moved(old: torch.Tensor | None) -> torch.Tensor:
+            new = torch.zeros(rows, heads, cols, dim, dtype=self.dtype)
+            if old is not None:
+                new[: self.n, :, shift : shift + width] = old[: self.n, :, self.start : self.end]
+            return new
+
+        olds = self.keys or [None] * self.n_layers
+        self.keys = [moved(k) for k in olds]
+        self.values = [moved(v) for v in (self.values or [None] * self.n_layers)]
+        self.first[: self.n] += shift - self.start
+        self.start, self.end = shift, shift + width
+
+    def remove(self, dead: list[int]) -> list[tuple[int, int]]:
+        """Drop rows by moving the last live rows into their slots; returns (src, dst) moves."""
+        dead_set = set(dead)
+        n = self.n - len(dead)
+        holes = sorted(d for d in dead if d < n)
+        movers = [s for s in range(n, self.n) if s not in dead_set]
+        moves = list(zip(movers, holes, strict=True))
+        if moves:
+            src, dst = torch.tensor(movers), torch.tensor(holes)
+            cols = slice(self.start, self.end)
+            for buf in (*self.keys, *self.values):
+                buf[dst, :, cols] = buf[src, :, cols]
+            self.first[dst] = self.first[src]
+        self.n = n
+        if n:  # columns left of every live row are padding for all: stop attending to them
+            self.start = int(self.first[:n].min())
+        else:
+            self.keys, self.values = [], []  # free the memory while idle
+        return moves
+
+
+class Batcher:
+    """The decode engine: `await generate(request)` from any event loop."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        *,
+        pad_token_id: int,
+        decode: Callable[[list[int]], str],
+        activate_adapter: Callable[[str | None], None],
+        max_batch_size: int = 32,
+        batch_wait_ms: float = 5.0,
+        prefill_chunk_tokens: int = 2048,
+    ):
+        self.model, self.pad_token_id, self.decode = model, pad_token_id, decode
+        self.activate_adapter = activate_adapter
+        self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_ms / 1000
+        self.prefill_chunk_tokens = prefill_chunk_tokens
+        cfg = model.config
+        self.max_positions = getattr(cfg, "max_position_embeddings", 1 << 30)
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        self.slab = KVSlab(cfg.num_hidden_layers, kv_heads, head_dim, model.dtype, max_batch_size)
+        self.rows: list[_Row] = []
+        self.adapter: str | None = None
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._pending: list[_Job] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="lm-batcher", daemon=True)
+        self._thread.start()
+
+    # ---- caller side (event loop) ----
+
+    async def generate(self, request: Request) -> Generation:
+        if not request.prompt_ids:
+            raise ValueError("Request.prompt_ids is empty")
+        if len(request.prompt_ids) >= self.max_positions:
+            raise ValueError(
+                f"prompt of {len(request.prompt_ids)} tokens exceeds the model's "
+                f"{self.max_positions}-token context"
+            )
+        if request.max_new_tokens < 1:
+            raise ValueError("Request.max_new_tokens must be at least 1")
+        return await self._submit(_Job(request.adapter, *self._future(), request=request))
+
+    async def call(self, fn: Callable[[], Any], adapter: Any = ANY_ADAPTER) -> Any:
+        """Run `fn` on the worker between steps, with `adapter` active unless ANY_ADAPTER."""
+        return await self._submit(_Job(adapter, *self._future(), fn=fn))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._inbox.put(None)
+            self._thread.join(timeout=30)
+
+    def _future(self) -> tuple[asyncio.Future, asyncio.AbstractEventLoop]:
+        loop = asyncio.get_running_loop()
+        return loop.create_future(), loop
+
+    async def _submit(self, job: _Job) -> Any:
+        if self._closed:
+            raise RuntimeError("the batcher is closed")
+        self._inbox.put(job)
+        return await job.future
+
+    # ---- worker side ----
+
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while self._collect():
+                try:
+                    self._admit()
+                    if self.rows:
+                        self._decode_step()
+                except Exception as error:  # fail the rows in flight, keep serving
+                    for row in self.rows:
+                        _resolve(row.job, error=error)
+                    self.rows.clear()
+                    self.slab.remove(list(range(self.slab.n)))
+        for job in self._pending + [row.job for row in self.rows]:
+            _resolve(job, error=RuntimeError("the batcher was closed"))
+
+    def _collect(self) -> bool:
+        """Move arrived jobs to pending; when idle, block and gather for batch_wait_ms."""
+        if not self.rows and not self._pending:
+            job = self._inbox.get()
+            if job is None:
+                return False
+            self._pending.append(job)
+            deadline = time.monotonic() + self.batch_wait_s
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    job = self._inbox.get(timeout=left)
+                except queue.Empty:
+                    break
+                if job is None:
+                    return False
+                self._pending.append(job)
+        while True:
+            try:
+                job = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+            if job is None:
+                return False
+            self._pending.append(job)
+
+    def _admit(self) -> None:
+        """Start pending jobs of the current adapter; switch adapters once its rows drain.
+
+        While a pending job wants another adapter, no new rows of the current one join, so
+        it waits at most one drain.
+        """
+        self._pending = [j for j in self._pending if not j.future.cancelled()]
+        if not self._pending:
+            return
+        if not self.rows:  # idle: serve the adapter of the oldest job
+            wanted = next(
+                (j.adapter for j in self._pending if j.adapter is not ANY_ADAPTER), self.adapter
+            )
+            if wanted != self.adapter and not self._switch(wanted):
+                return
+        others = any(j.adapter not in (ANY_ADAPTER, self.adapter) for j in self._pending)
+        if others and self.rows:  # drain first: no new rows of the current adapter
+            runnable = [j for j in self._pending if j.adapter is ANY_ADAPTER]
+        else:
+            runnable = [j for j in self._pending if j.adapter in (ANY_ADAPTER, self.adapter)]
+        room = self.max_batch_size - len(self.rows)
+        requests: list[_Job] = []
+        for job in runnable:
+            if job.fn is not None:
+                self._pending.remove(job)
+                self._run_call(job)
+            elif len(requests) < room:
+                self._pending.remove(job)
+                requests.append(job)
+        if requests:
+            self._prefill(requests)
+
+    def _switch(self, adapter: str | None) -> bool:
+        try:
+            self.activate_adapter(adapter)
+        except Exception as error:  # e.g. an unknown adapter: fail only its jobs
+            for job in [j for j in self._pending if j.adapter == adapter]:
+                self._pending.remove(job)
+                _resolve(job, error=error)
+            self.activate_adapter(self.adapter)
+            return False
+        self.adapter = adapter
+        return True
+
+    def _run_call(self, job: _Job) -> None:
+        try:
+            result = job.fn()
+            # fn may have changed adapter state (e.g. loaded one): restore ours
+            self.activate_adapter(self.adapter)
+            _resolve(job, result)
+        except Exception as error:
+            _resolve(job, error=error)
+
+    def _prefill(self, jobs: list[_Job]) -> None:
+        """Prefill in chunks of similar length (little padding), then join the batch."""
+        jobs.sort(key=lambda j: len(j.request.prompt_ids))
+        chunk: list[_Job] = []
+        for job in jobs:
+            longest = len(job.request.prompt_ids)
+            if chunk and (
+                longest * (len(chunk) + 1) > self.prefill_chunk_tokens
+                or longest > 1.25 * len(chunk[0].request.prompt_ids)
+            ):
+                self._prefill_chunk(chunk)
+                chunk = []
+            chunk.append(job)
+        if chunk:
+            self._prefill_chunk(chunk)
+
+    def _prefill_chunk(self, jobs: list[_Job]) -> None:
+        try:
+            prompts = [j.request.prompt_ids for j in jobs]
+            width = max(map(len, prompts))
+            ids = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts])
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            cache = DynamicCache(config=self.model.config)
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            room = max(j.request.max_new_tokens for j in jobs)
+            room = max([room] + [r.job.request.max_new_tokens - len(r.tokens) for r in self.rows])
+            self.slab.append(cache, [len(p) for p in prompts], room)
+        except Exception as error:
+            for job in jobs:
+                _resolve(job, error=error)
+            return
+        first = len(self.rows)
+        for job in jobs:
+            req = job.request
+            gen = None
+            if req.temperature > 0:
+                gen = torch.Generator()
+                gen.manual_seed(req.seed) if req.seed is not None else gen.seed()
+            self.rows.append(_Row(job, gen))
+        self._accept(out.logits[:, -1], range(first, len(self.rows)))
+
+    def _decode_step(self) -> None:
+        slab = self.slab
+        mask, positions = slab.step_inputs()
+        ids = torch.tensor([[row.tokens[-1]] for row in self.rows])
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=slab,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        slab.end += 1
+        self._accept(out.logits[:, -1], range(len(self.rows)))
+
+    def _accept(self, logits: torch.Tensor, slots: range) -> None:
+        """Choose each row's next token, record it, and retire the rows that are done."""
+        rows = [self.rows[s] for s in slots]
+        logits = logits.float()  # argmax on bf16 is 5x slower, and logprobs want fp32
+        tokens = logits.argmax(-1)
+        for i, row in enumerate(rows):
+            if row.generator is not None:
+                probs = torch.softmax(logits[i] / row.job.request.temperature, -1)
+                tokens[i] = torch.multinomial(probs, 1, generator=row.generator)[0]
+        scored = [i for i, row in enumerate(rows) if row.job.request.want_logprobs]
+        if scored:
+            logp = torch.log_softmax(logits[scored], -1)
+        chosen = tokens.tolist()
+        for i, row in enumerate(rows):
+            row.tokens.append(chosen[i])
+        for k, i in enumerate(scored):
+            row, req = rows[i], rows[i].job.request
+            row.logprobs.append(float(logp[k, chosen[i]]))
+            if req.top_logprobs:
+                values, ids = logp[k].topk(req.top_logprobs)
+                row.top.append(list(zip(ids.tolist(), values.tolist(), strict=True)))
+        done = [s for s, row in zip(slots, rows, strict=True) if self._finish(row)]
+        if done:
+            for src, dst in self.slab.remove(done):
+                self.rows[dst] = self.rows[src]
+            del self.rows[self.slab.n :]
+
+    def _finish(self, row: _Row) -> bool:
+        """Resolve the row's future if it is done (or abandoned); True when it is."""
+        req = row.job.request
+        reason = None
+        if row.job.future.cancelled():
+            return True
+        if row.tokens[-1] in req.stop_token_ids:
+            reason = "stop"
+        elif req.stop_strings and self._hits_stop_string(row.tokens, req.stop_strings):
+            reason = "stop"
+        elif len(row.tokens) >= req.max_new_tokens:
+            reason = "length"
+        elif len(req.prompt_ids) + len(row.tokens) >= self.max_positions:
+            reason = "length"
+        if reason is None:
+            return False
+        want = req.want_logprobs
+        _resolve(
+            row.job,
+            Generation(
+                token_ids=row.tokens,
+                finish_reason=reason,
+                prompt_tokens=len(req.prompt_ids),
+                logprobs=row.logprobs if want else None,
+                top_logprobs=row.top if want and req.top_logprobs else None,
+            ),
+        )
+        return True
+
+    def _hits_stop_string(self, tokens: list[int], stops: tuple[str, ...]) -> bool:
+        # A stop string can only end in the newest tokens: decode a tail long enough for
+        # the longest one (a token is at least one character, give or take a split byte).
+        tail = self.decode(tokens[-(max(map(len, stops)) + 3) :])
+        return any(s in tail for s in stops)

@@ -1,0 +1,191 @@
+"""The in-process backend: a transformers chat model (plus peft adapters) on the batcher."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from infra.lm.batcher import ANY_ADAPTER, Batcher, Generation, Request
+from infra.lm.model_files import resolve_model_path
+from infra.lm.protocol import Completion, Message, Usage
+from infra.settings import LMSettings
+
+
+@dataclass
+class LocalCompletion(Completion):
+    """A Completion plus per-token detail the OpenAI-compatible server reports."""
+
+    tokens: list[str] = field(default_factory=list)  # text of each token in token_logprobs
+    top_logprobs: list[dict[str, float]] | None = None  # alternatives per token
+
+
+def cpu_has_fast_bf16() -> bool:
+    """bf16 is ~2x faster than fp32 only with native instructions (else it is emulated)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def pick_dtype(setting: str) -> torch.dtype:
+    if setting == "auto":
+        return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+    return getattr(torch, setting)
+
+
+class LocalLM:
+    """`LM` over a local checkpoint; requests from all callers share one continuous batch."""
+
+    def __init__(self, settings: LMSettings | None = None):
+        settings = settings or LMSettings()
+        # More threads than usable cores (containers, taskset) makes every matmul wait.
+        torch.set_num_threads(min(torch.get_num_threads(), len(os.sched_getaffinity(0))))
+        path = resolve_model_path(settings.model_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        # sdpa: the batcher hands the model 4D boolean masks, which eager attention misreads
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=pick_dtype(settings.dtype), attn_implementation="sdpa"
+        ).eval()
+        eos = self.model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos]
+        self.stop_token_ids = frozenset(
+            t for t in [*eos, self.tokenizer.eos_token_id] if t is not None
+        )
+        pad = self.tokenizer.pad_token_id
+        self._peft = None  # a PeftModel around self.model, made by the first load_adapter
+        self.batcher = Batcher(
+            self.model,
+            pad_token_id=pad if pad is not None else min(self.stop_token_ids),
+            decode=self.tokenizer.decode,
+            activate_adapter=self._activate,
+            max_batch_size=settings.max_batch_size,
+            batch_wait_ms=settings.batch_wait_ms,
+        )
+
+    @property
+    def adapters(self) -> list[str]:
+        return list(self._peft.peft_config) if self._peft is not None else []
+
+    async def load_adapter(self, name: str, path: str | Path) -> None:
+        """Load a peft adapter saved at `path`; requests then ask for it by `name`."""
+
+        def load() -> None:
+            from peft import PeftModel
+
+            if self._peft is None:  # injects LoRA layers into self.model in place
+                self._peft = PeftModel.from_pretrained(self.model, str(path), adapter_name=name)
+            else:
+                self._peft.load_adapter(str(path), adapter_name=name)
+            self._peft.eval()
+
+        await self.batcher.call(load, ANY_ADAPTER)
+
+    def _activate(self, adapter: str | None) -> None:
+        """Runs on the batcher thread between groups of rows."""
+        if adapter is None:
+            if self._peft is not None:
+                self._peft.base_model.disable_adapter_layers()
+            return
+        if adapter not in self.adapters:
+            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
+        self._peft.base_model.enable_adapter_layers()
+        self._peft.base_model.set_adapter(adapter)
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        adapter: str | None = None,
+        seed: int | None = None,
+    ) -> LocalCompletion:
+        if adapter is not None and adapter not in self.adapters:
+            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
+        request = Request(
+            prompt_ids=self.prompt_ids(messages),
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            stop_token_ids=self.stop_token_ids,
+            stop_strings=tuple(stop or ()),
+            adapter=adapter,
+            want_logprobs=logprobs or top_logprobs > 0,
+            top_logprobs=top_logprobs,
+        )
+        return self._completion(await self.batcher.generate(request), request)
+
+    def _completion(self, gen: Generation, request: Request) -> LocalCompletion:
+        ids = gen.token_ids
+        if ids and ids[-1] in request.stop_token_ids:  # the end token is not part of the text
+            ids = ids[:-1]
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        for stop in request.stop_strings:  # stopped on a string: the text ends before it
+            text = text.split(stop, 1)[0]
+        done = LocalCompletion(
+            text=text,
+            usage=Usage(gen.prompt_tokens, len(gen.token_ids)),
+            finish_reason=gen.finish_reason,
+        )
+        if gen.logprobs is not None:
+            done.token_logprobs = gen.logprobs[: len(ids)]
+            done.tokens = [self.tokenizer.decode([t]) for t in ids]
+        if gen.top_logprobs is not None:
+            done.top_logprobs = [
+                {self.tokenizer.decode([t]): lp for t, lp in alternatives}
+                for alternatives in gen.top_logprobs[: len(ids)]
+            ]
+        return done
+
+    async def complete_batch(self, batch: list[list[Message]], **params) -> list[Completion]:
+        return list(await asyncio.gather(*(self.complete(m, **params) for m in batch)))
+
+    async def choice_logprobs(
+        self, messages: list[Message], choices: list[str], adapter: str | None = None
+    ) -> list[float]:
+        """Sum of log-probabilities of each choice's tokens right after the prompt.
+
+        The choice's tokens only: no end-of-turn token, so "Yes" also scores the start of
+        "Yes, because...". One forward pass over all choices, left-padded so that every
+        choice ends in the last column and only those columns reach the lm_head.
+        """
+        if adapter is not None and adapter not in self.adapters:
+            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
+        prompt = self.prompt_ids(messages)
+        answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
+        return await self.batcher.call(lambda: self._score(prompt, answers), adapter)
+
+    def _score(self, prompt: list[int], answers: list[list[int]]) -> list[float]:
+        width = len(prompt) + max(map(len, answers))
+        keep = max(map(len, answers)) + 1
+        pad = self.batcher.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(prompt) - len(a)) + prompt + a for a in answers])
+        mask = torch.tensor([[0] * (width - len(prompt) - len(a)) + [1] * (len(prompt) + len(a)) for a in answers])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            logits = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep
+            ).logits
+            logp = torch.log_softmax(logits.float(), -1)
+        # token j of an answer of length k is predicted at kept column keep - k - 1 + j
+        return [
+            sum(float(logp[i, keep - len(a) - 1 + j, t]) for j, t in enumerate(a))
+            for i, a in enumerate(answers)
+        ]
+
+    def close(self) -> None:
+        self.batcher.close()

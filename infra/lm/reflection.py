@@ -1,0 +1,17 @@
+"""An LM as the optimizer's reflection model: one prompt in, text out."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from infra.lm.protocol import LM
+
+
+def reflection_lm(lm: LM, max_tokens: int, seed: int = 0) -> Callable[[str], Awaitable[str]]:
+    async def reflect(prompt: str) -> str:
+        completion = await lm.complete(
+            [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.7, seed=seed
+        )
+        return completion.text
+
+    return reflect

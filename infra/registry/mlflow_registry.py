@@ -1,0 +1,254 @@
+"""The one seam between flywheel and MLflow: runs, metrics, prompt and model versions.
+
+Built from Settings. By default the store is sqlite in the state folder with artifacts
+next to it, so it runs offline; a tracking server URI works the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import mlflow
+from mlflow import MlflowClient
+from mlflow.entities.model_registry import PromptVersion
+from mlflow.exceptions import MlflowException
+from mlflow.prompt.constants import PROMPT_NAME_RULE
+from pydantic import BaseModel, SecretStr
+
+from infra.errors import UserFacingError
+from infra.registry import bundle_model
+from infra.settings import Settings
+
+PROMPT_NAME_CHARS = "letters, digits, '_', '-' and '.'"  # MLflow's PROMPT_NAME_RULE
+CANDIDATE = "candidate"
+# The bundle model needs MLflow only; an explicit list skips MLflow's slow inference.
+BUNDLE_REQUIREMENTS = [f"mlflow=={mlflow.__version__}"]
+_SECRET_WORDS = ("api_key", "secret", "password", "token")
+
+
+class RegistryError(UserFacingError):
+    """The registry cannot be used; the message says how to fix it."""
+
+
+class Registry:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.tracking_uri = settings.tracking_uri
+        local = urlsplit(self.tracking_uri).scheme in ("sqlite", "file", "")
+        # A server picks its own artifact store; a local store keeps artifacts beside it.
+        artifact_location = settings.artifact_location if local else None
+        try:
+            if local:
+                _make_local_store(self.tracking_uri, settings.state_dir)
+            mlflow.set_tracking_uri(self.tracking_uri)
+            self.client = MlflowClient(self.tracking_uri)
+            experiment = self.client.get_experiment_by_name(settings.registry.experiment)
+            if experiment and experiment.lifecycle_stage == "deleted":
+                raise RegistryError(
+                    f"The MLflow experiment {experiment.name!r} is deleted: restore it with "
+                    "`mlflow experiments restore`, or set FLYWHEEL_REGISTRY__EXPERIMENT."
+                )
+            self.experiment_id = (
+                experiment.experiment_id
+                if experiment
+                else self.client.create_experiment(
+                    settings.registry.experiment, artifact_location=artifact_location
+                )
+            )
+        except RegistryError:
+            raise
+        except Exception as e:  # sqlalchemy, OSError, MlflowException: all mean the same here
+            raise RegistryError(
+                f"The MLflow store at {_redacted(self.tracking_uri)} cannot be opened "
+                f"({type(e).__name__}): make FLYWHEEL_STATE_DIR a writable folder, or set "
+                "FLYWHEEL_REGISTRY__TRACKING_URI to a reachable MLflow server."
+            ) from e
+
+    # Runs and what goes into them
+
+    @contextmanager
+    def start_run(
+        self, name: str, tags: dict[str, str] | None = None
+    ) -> Iterator[mlflow.ActiveRun]:
+        """A run in the flywheel experiment; nested when another run is already active."""
+        nested = mlflow.active_run() is not None
+        with mlflow.start_run(
+            experiment_id=self.experiment_id, run_name=name, tags=tags, nested=nested
+        ) as run:
+            yield run
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        mlflow.log_metrics(metrics, step=step, run_id=_active_run_id())
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        secret = [key for key, value in params.items() if isinstance(value, SecretStr)]
+        if secret:
+            raise ValueError(f"secrets must not be logged to MLflow: {', '.join(secret)}")
+        mlflow.log_params({k: str(v) for k, v in params.items()}, run_id=_active_run_id())
+
+    def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
+        mlflow.log_dict(data, artifact_file, run_id=_active_run_id())
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        mlflow.log_text(text, artifact_file, run_id=_active_run_id())
+
+    # Prompts: one registered prompt per agent component
+
+    def prompt_name(self, component: str) -> str:
+        """The registered prompt that holds one component, e.g. `agent-system`."""
+        return f"{self.settings.registry.prompt_name}-{component}"
+
+    def register_prompt(
+        self,
+        name: str,
+        template: str,
+        commit_message: str = "",
+        tags: dict[str, str] | None = None,
+    ) -> int:
+        _check_prompt_name(name)
+        version = mlflow.genai.register_prompt(
+            name=name, template=template, commit_message=commit_message or None, tags=tags
+        )
+        return int(version.version)
+
+    def set_prompt_alias(self, name: str, alias: str, version: int) -> None:
+        mlflow.genai.set_prompt_alias(name, alias=alias, version=int(version))
+
+    def load_prompt(self, uri: str) -> str:
+        """The template behind `prompts:/name/3` or `prompts:/name@alias`."""
+        return _prompt(uri).template
+
+    def prompt_at_alias(self, name: str, alias: str) -> str | None:
+        """The template `alias` points to, or None when the prompt or alias does not exist."""
+        try:
+            return _prompt(f"prompts:/{name}@{alias}").template
+        except MlflowException:
+            return None
+
+    # Model versions: the prompts plus, after a LoRA round, the adapter
+
+    def register_model_version(
+        self,
+        name: str,
+        adapter_dir: str | Path | None,
+        prompt_uris: list[str],
+        metrics: dict[str, float],
+        tags: dict[str, str] | None = None,
+    ) -> int:
+        """Log the version as a model in the active run, register it, alias it "candidate"."""
+        run_id = _active_run_id()
+        if adapter_dir is not None and not (Path(adapter_dir) / "adapter_config.json").is_file():
+            raise RegistryError(f"{adapter_dir} holds no adapter_config.json: it is no adapter.")
+        prefix = f"{self.settings.registry.prompt_name}-"
+        prompts = {}
+        for uri in prompt_uris:
+            prompt = _prompt(uri)
+            prompts[prompt.name.removeprefix(prefix)] = prompt.template
+        with tempfile.TemporaryDirectory() as tmp:
+            prompts_file = Path(tmp) / "prompts.json"
+            prompts_file.write_text(json.dumps(prompts, indent=2, sort_keys=True))
+            artifacts = {bundle_model.PROMPTS: str(prompts_file)}
+            if adapter_dir is not None:
+                artifacts[bundle_model.ADAPTER] = str(adapter_dir)
+            info = mlflow.pyfunc.log_model(
+                name=name,
+                python_model=bundle_model.__file__,
+                artifacts=artifacts,
+                prompts=prompt_uris,
+                pip_requirements=BUNDLE_REQUIREMENTS,
+                registered_model_name=name,
+                tags=tags,
+            )
+        mlflow.log_metrics(metrics, run_id=run_id, model_id=info.model_id)
+        version = int(info.registered_model_version)
+        self.set_model_alias(name, CANDIDATE, version)
+        return version
+
+    def set_model_alias(self, name: str, alias: str, version: int) -> None:
+        self.client.set_registered_model_alias(name, alias, str(version))
+
+    def get_alias(self, name: str, alias: str) -> int | None:
+        """The model version that `alias` points to, or None when it points nowhere yet."""
+        try:
+            model = self.client.get_registered_model(name)
+        except MlflowException as e:
+            if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        # Read the alias map: a missing alias has no error code of its own across stores.
+        version = model.aliases.get(alias)
+        return int(version) if version is not None else None
+
+
+def safe_params(settings: BaseModel) -> dict[str, str]:
+    """Settings flattened to `stage.knob -> value` for log_params, with every secret left out."""
+    flat: dict[str, str] = {}
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, SecretStr) or any(w in key.lower() for w in _SECRET_WORDS):
+            return
+        if isinstance(value, BaseModel):
+            for field in type(value).model_fields:
+                walk(getattr(value, field), f"{key}.{field}" if key else field)
+        else:
+            flat[key] = str(value)
+
+    walk(settings, "")
+    return flat
+
+
+def _prompt(uri: str) -> PromptVersion:
+    # MLflow caches alias lookups for 60 s and clears them only for changes made by this
+    # process: a promotion by another one would stay hidden. Linking prompts to a model is
+    # log_model's job, not a read's.
+    return mlflow.genai.load_prompt(uri, link_to_model=False, cache_ttl_seconds=0)
+
+
+def _active_run_id() -> str:
+    run = mlflow.active_run()
+    if run is None:
+        raise RegistryError("No MLflow run is active: log inside `with registry.start_run(...)`.")
+    return run.info.run_id
+
+
+def _check_prompt_name(name: str) -> None:
+    if not PROMPT_NAME_RULE.match(name):
+        raise RegistryError(
+            f"{name!r} is not a valid MLflow prompt name: use only {PROMPT_NAME_CHARS}."
+        )
+
+
+def _make_local_store(tracking_uri: str, state_dir: Path) -> None:
+    """Create the folders sqlite and the artifact store need; sqlite creates no folders."""
+    folders = [state_dir]
+    if tracking_uri.startswith("sqlite:///"):
+        folders.append(Path(tracking_uri.removeprefix("sqlite:///")).parent)
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RegistryError(
+                f"Cannot create {folder} for the MLflow store ({e.strerror}): set "
+                "FLYWHEEL_STATE_DIR to a writable folder."
+            ) from e
+        if not os.access(folder, os.W_OK):
+            raise RegistryError(
+                f"{folder} is not writable: set FLYWHEEL_STATE_DIR to a writable folder."
+            )
+
+
+def _redacted(uri: str) -> str:
+    """The URI without user:password, which a server URI may carry."""
+    parts = urlsplit(uri)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit(parts._replace(netloc=netloc))
+    return uri

@@ -1,0 +1,19 @@
+"""Production traces and the human annotations on them, from Langfuse or a JSONL export."""
+
+from infra.traces.jsonl import JsonlTraceSource
+from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.source import SkippedRecord, TraceBatch, TraceSource, TraceSourceError
+from infra.traces.types import Annotation, TraceRecord
+
+__all__ = [
+    "Annotation",
+    "JsonlTraceSource",
+    "RecordError",
+    "SkippedRecord",
+    "TraceBatch",
+    "TraceRecord",
+    "TraceSource",
+    "TraceSourceError",
+    "annotation_from_score",
+    "trace_from_observation",
+]

@@ -1,0 +1,76 @@
+"""Traces from a JSONL export: `observations.jsonl` and `scores.jsonl` in one folder.
+
+Each line is one record in Langfuse's own shape (see `infra.traces.mapping`). A bad
+line is skipped, logged with its file, line number and field, and counted in the
+batch, so one broken record never costs the rest of the night.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+
+log = logging.getLogger(__name__)
+
+OBSERVATIONS = "observations.jsonl"
+SCORES = "scores.jsonl"
+DEMO_DIR = Path(__file__).parent / "demo_data"
+
+T = TypeVar("T")
+
+
+class JsonlTraceSource:
+    def __init__(self, directory: str | Path = ""):
+        self.directory = Path(directory) if directory else DEMO_DIR
+
+    def fetch(self, since: datetime | None = None, limit: int = 1000) -> TraceBatch:
+        observations = self.directory / OBSERVATIONS
+        if not observations.is_file():
+            raise TraceSourceError(
+                f"No {OBSERVATIONS} in {self.directory}: point FLYWHEEL_TRACES__JSONL_DIR at a "
+                "folder holding a Langfuse export, or leave it empty for the bundled demo."
+            )
+        since = as_utc(since)
+        batch = TraceBatch()
+        traces = [
+            t
+            for t in _records(observations, trace_from_observation, batch.skipped)
+            if since is None or t.start_time >= since
+        ]
+        # The most recent `limit`, oldest first, as the Langfuse source returns them.
+        batch.traces = sorted(traces, key=lambda t: t.start_time)[-limit:] if limit else []
+
+        scores = self.directory / SCORES
+        if not scores.is_file():
+            log.info("%s has no %s: no annotations", self.directory, SCORES)
+            return batch
+        kept = {t.trace_id for t in batch.traces}
+        for score in _records(scores, annotation_from_score, batch.skipped):
+            if score.trace_id in kept:
+                (batch.annotations if score.is_human else batch.other_scores).append(score)
+        return batch
+
+
+def _records(path: Path, mapper: Callable[[dict], T], skipped: list[SkippedRecord]) -> Iterator[T]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield mapper(json.loads(line))
+            except json.JSONDecodeError as e:
+                _skip(skipped, path, number, "<json>", f"not valid JSON ({e.msg})")
+            except RecordError as e:
+                _skip(skipped, path, number, e.field, e.message)
+
+
+def _skip(skipped: list[SkippedRecord], path: Path, line: int, field: str, reason: str) -> None:
+    log.warning("%s:%d: skipped, field %s: %s", path, line, field, reason)
+    skipped.append(SkippedRecord(str(path), line, field, reason))

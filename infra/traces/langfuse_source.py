@@ -1,0 +1,151 @@
+"""Traces from a Langfuse server through the Langfuse v5 Python SDK's REST client.
+
+Generations come from the observations v2 API (`api.observations.get_many`, cursor
+pages) and human annotations from the scores v3 API (`api.scores.get_many`, cursor
+pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. The SDK's `api`
+object is the seam: tests hand in a fake with the same two methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from langfuse.api.core.api_error import ApiError
+
+from infra.settings import TraceSettings
+from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+
+if TYPE_CHECKING:
+    from langfuse.api import LangfuseAPI
+
+log = logging.getLogger(__name__)
+
+# Field groups of the observations v2 API that TraceRecord reads (core is always sent).
+OBSERVATION_FIELDS = "basic,io,metadata,prompt,trace_context"
+SCORE_FIELDS = "details,subject"  # comment + metadata, and which trace/observation
+OBSERVATION_PAGE = 100
+SCORE_PAGE = 100  # the scores v3 API's maximum
+# The SDK reads these itself; flywheel only checks that they are there, never logs them.
+KEY_VARS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
+
+
+class LangfuseTraceSource:
+    def __init__(self, settings: TraceSettings, api: LangfuseAPI | None = None):
+        self.settings = settings
+        self._api = api if api is not None else _sdk_api()
+
+    def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
+        try:
+            return self._fetch(as_utc(since), limit)
+        except (ApiError, httpx.HTTPError) as e:
+            status = getattr(e, "status_code", None) or type(e).__name__
+            raise TraceSourceError(
+                f"Langfuse could not be read ({status}): check LANGFUSE_HOST and that the "
+                "API keys belong to the project."
+            ) from e
+
+    def _fetch(self, since: datetime | None, limit: int) -> TraceBatch:
+        batch = TraceBatch()
+        if limit <= 0:
+            return batch
+        observations = _pages(
+            self._api.observations.get_many,
+            page_size=min(limit, OBSERVATION_PAGE),
+            fields=OBSERVATION_FIELDS,
+            filter=json.dumps(self._observation_filter(since)),
+        )
+        for number, obs in enumerate(observations, start=1):
+            trace = _mapped(trace_from_observation, obs, "langfuse:observations", number, batch)
+            if trace is not None:
+                batch.traces.append(trace)
+            if len(batch.traces) >= limit:
+                break  # before the generator asks for another page
+        batch.traces.sort(key=lambda t: t.start_time)
+
+        kept = {t.trace_id for t in batch.traces}
+        scores = _pages(
+            self._api.scores.get_many,
+            page_size=SCORE_PAGE,
+            fields=SCORE_FIELDS,
+            source="ANNOTATION",
+            data_type="BOOLEAN,NUMERIC,CATEGORICAL",
+            from_timestamp=since,  # a score on a trace in the window is never older
+        )
+        for number, raw in enumerate(scores, start=1):
+            score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
+            if score is not None and score.trace_id in kept:
+                batch.annotations.append(score)
+        return batch
+
+    def _observation_filter(self, since: datetime | None) -> list[dict[str, Any]]:
+        # One structured filter: it takes precedence over the query-parameter filters, and
+        # only it can select by trace name.
+        conditions: list[dict[str, Any]] = [
+            {"type": "string", "column": "type", "operator": "=", "value": "GENERATION"}
+        ]
+        if since is not None:
+            stamp = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            conditions.append(
+                {"type": "datetime", "column": "startTime", "operator": ">=", "value": stamp}
+            )
+        if self.settings.trace_name:
+            conditions.append(
+                {
+                    "type": "string",
+                    "column": "traceName",
+                    "operator": "=",
+                    "value": self.settings.trace_name,
+                }
+            )
+        return conditions
+
+
+def _sdk_api() -> LangfuseAPI:
+    missing = [var for var in KEY_VARS if not os.environ.get(var)]
+    if missing:
+        raise TraceSourceError(
+            f"Langfuse needs {' and '.join(missing)} in the environment (and LANGFUSE_HOST "
+            "for a self-hosted server), or set FLYWHEEL_TRACES__SOURCE=jsonl."
+        )
+    from langfuse import Langfuse
+
+    # Reading only: no tracer, so nothing is exported from this process.
+    return Langfuse(tracing_enabled=False).api
+
+
+def _pages(call: Callable[..., Any], page_size: int, **params: Any) -> Iterator[Any]:
+    """Every item of a cursor-paginated listing; the next page is asked for only when needed."""
+    cursor = None
+    while True:
+        page = call(limit=page_size, cursor=cursor, **params)
+        yield from page.data
+        cursor = page.meta.cursor
+        if not cursor:
+            return
+
+
+def _mapped(
+    mapper: Callable[[dict], Any], item: Any, where: str, number: int, batch: TraceBatch
+) -> Any:
+    """The mapped record, or None after noting why it was skipped."""
+    try:
+        return mapper(item.dict())  # the SDK models' dict() uses Langfuse's camelCase keys
+    except RecordError as e:
+        record_id = getattr(item, "id", "?")
+        log.warning(
+            "%s record %d (id %s): skipped, field %s: %s",
+            where,
+            number,
+            record_id,
+            e.field,
+            e.message,
+        )
+        batch.skipped.append(SkippedRecord(where, number, e.field, f"id {record_id}: {e.message}"))
+        return None

@@ -1,0 +1,154 @@
+"""The one place that knows Langfuse's shapes: observations v2 and scores.
+
+Scores arrive in two layouts and both are accepted: the v3 API's (`subject` names the
+trace or observation; BOOLEAN `value` is a bool, CATEGORICAL `value` is the label) and
+the flat one of exports and the older API (`traceId`, `observationId`, numeric `value`
+plus `stringValue`). Dicts may hold ISO strings (JSON files) or datetimes (SDK models'
+`.dict()`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from infra.traces.types import Annotation, TraceRecord
+
+_DATA_TYPES = ("BOOLEAN", "NUMERIC", "CATEGORICAL")
+_SOURCES = ("ANNOTATION", "API", "EVAL")
+
+
+class RecordError(ValueError):
+    """A record that cannot be mapped; `field` names the offending key."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
+    """Map one Langfuse observation (v2 API shape, camelCase keys) to a TraceRecord."""
+    if not isinstance(obs, dict):
+        raise RecordError("<record>", f"expected a JSON object, got {type(obs).__name__}")
+    version = obs.get("promptVersion")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise RecordError("promptVersion", f"expected an integer, got {version!r}")
+    tags = obs.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise RecordError("tags", "expected a list of strings")
+    return TraceRecord(
+        id=_required_str(obs, "id"),
+        trace_id=_required_str(obs, "traceId"),
+        start_time=_datetime(obs, "startTime"),
+        name=_optional_str(obs, "name"),
+        input=obs.get("input"),
+        output=obs.get("output"),
+        prompt_name=_optional_str(obs, "promptName"),
+        prompt_version=version,
+        tags=tuple(tags),
+        metadata=_optional_dict(obs, "metadata"),
+    )
+
+
+def annotation_from_score(score: dict[str, Any]) -> Annotation:
+    """Map one Langfuse score (v3 API or flat export shape) to an Annotation."""
+    if not isinstance(score, dict):
+        raise RecordError("<record>", f"expected a JSON object, got {type(score).__name__}")
+    data_type = _choice(score, "dataType", _DATA_TYPES)
+    trace_id, observation_id = _subject(score)
+    stamp_key = "timestamp" if score.get("timestamp") is not None else "createdAt"
+    return Annotation(
+        id=_required_str(score, "id"),
+        trace_id=trace_id,
+        name=_required_str(score, "name"),
+        value=_value(score, data_type),
+        data_type=data_type,
+        source=_choice(score, "source", _SOURCES),
+        timestamp=_datetime(score, stamp_key),
+        observation_id=observation_id,
+        comment=_optional_str(score, "comment"),
+        metadata=_optional_dict(score, "metadata"),
+    )
+
+
+def _subject(score: dict[str, Any]) -> tuple[str, str | None]:
+    """(trace id, observation id or None) from either score layout."""
+    subject = score.get("subject")
+    if subject is None:
+        return _required_str(score, "traceId"), _optional_str(score, "observationId")
+    if not isinstance(subject, dict):
+        raise RecordError("subject", "expected an object")
+    kind = subject.get("kind")
+    if kind == "trace":
+        return _required_str(subject, "id", "subject.id"), None
+    if kind == "observation":
+        trace_id = _required_str(subject, "traceId", "subject.traceId")
+        return trace_id, _required_str(subject, "id", "subject.id")
+    raise RecordError("subject.kind", f"{kind!r} is not a trace or an observation")
+
+
+def _value(score: dict[str, Any], data_type: str) -> float | str:
+    value, label = score.get("value"), score.get("stringValue")
+    if data_type == "CATEGORICAL":
+        if isinstance(label, str):
+            return label
+        if isinstance(value, str):
+            return value
+        raise RecordError("value", "a CATEGORICAL score needs a string value or stringValue")
+    if data_type == "BOOLEAN" and isinstance(value, bool):
+        return float(value)
+    if data_type == "BOOLEAN" and value is None and label in ("True", "False"):
+        return 1.0 if label == "True" else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError("value", f"a {data_type} score needs a number, got {value!r}")
+    if data_type == "BOOLEAN" and value not in (0, 1):
+        raise RecordError("value", f"a BOOLEAN score is 0 or 1, got {value!r}")
+    return float(value)
+
+
+def _required_str(record: dict[str, Any], key: str, name: str | None = None) -> str:
+    value = record.get(key)
+    if value is None:
+        raise RecordError(name or key, "missing")
+    if not isinstance(value, str) or not value:
+        raise RecordError(name or key, f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _optional_str(record: dict[str, Any], key: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RecordError(key, f"expected a string, got {value!r}")
+    return value
+
+
+def _optional_dict(record: dict[str, Any], key: str) -> dict[str, Any]:
+    value = record.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError(key, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _choice(record: dict[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
+    value = _required_str(record, key)
+    if value not in allowed:
+        raise RecordError(key, f"{value!r} is not one of {', '.join(allowed)}")
+    return str(value)  # the SDK's StrEnum members become plain strings
+
+
+def _datetime(record: dict[str, Any], key: str) -> datetime:
+    value = record.get(key)
+    if value is None:
+        raise RecordError(key, "missing")
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise RecordError(key, f"not an ISO 8601 time: {value!r}") from None
+    if not isinstance(value, datetime):
+        raise RecordError(key, f"expected an ISO 8601 time, got {value!r}")
+    # Langfuse times are UTC; a naive one from a hand-made export is read as UTC too.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

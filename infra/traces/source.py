@@ -1,0 +1,51 @@
+"""The trace-source seam: where production traces and their scores come from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from infra.errors import UserFacingError
+from infra.traces.types import Annotation, TraceRecord
+
+
+class TraceSourceError(UserFacingError):
+    """A source that cannot be read at all; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A record left out because it could not be mapped; `line` is 1-based."""
+
+    file: str
+    line: int
+    field: str
+    reason: str
+
+
+@dataclass
+class TraceBatch:
+    """What one fetch returns.
+
+    `annotations` holds human scores only (source ANNOTATION); scores from the API or
+    from evaluators are kept apart in `other_scores`, so no stage mistakes a machine's
+    score for a human label.
+    """
+
+    traces: list[TraceRecord] = field(default_factory=list)
+    annotations: list[Annotation] = field(default_factory=list)
+    other_scores: list[Annotation] = field(default_factory=list)
+    skipped: list[SkippedRecord] = field(default_factory=list)
+
+
+class TraceSource(Protocol):
+    def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
+        """Traces started at or after `since` (all when None), at most `limit` of them,
+        and the scores on those traces."""
+        ...
+
+
+def as_utc(since: datetime | None) -> datetime | None:
+    """Trace times are UTC-aware; a naive `since` is read as UTC so the two compare."""
+    return since.replace(tzinfo=UTC) if since and since.tzinfo is None else since

@@ -1,0 +1,123 @@
+"""A production trace and a score on it, as flywheel sees them.
+
+Both are mapped from Langfuse's own shapes in `infra.traces.mapping` only; everything
+downstream reads these two types and never a Langfuse dict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+ScoreDataType = Literal["BOOLEAN", "NUMERIC", "CATEGORICAL"]
+ScoreSource = Literal["ANNOTATION", "API", "EVAL"]
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """One LLM call (a Langfuse generation observation) inside a trace.
+
+    `input` and `output` are kept exactly as Langfuse gave them: a chat message list, a
+    dict, or a string (the v2 observations API returns JSON as raw strings). Read them
+    through `messages`, `user_text` and `output_text`, which accept every form.
+    """
+
+    id: str
+    trace_id: str
+    start_time: datetime
+    name: str | None = None
+    input: Any = field(default=None, hash=False)
+    output: Any = field(default=None, hash=False)
+    prompt_name: str | None = None
+    prompt_version: int | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The input as a chat: `[{"role", "content"}, ...]`; plain text is one user turn."""
+        return _as_messages(_decoded(self.input))
+
+    @property
+    def user_text(self) -> str:
+        """The last user turn's text, the task instance an agent answered."""
+        users = [m["content"] for m in self.messages if m["role"] == "user"]
+        return users[-1] if users else ""
+
+    @property
+    def output_text(self) -> str:
+        """The model's reply as text, whichever shape the output was logged in."""
+        reply = _as_messages(_decoded(self.output), default_role="assistant")
+        return reply[-1]["content"] if reply else ""
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A score on a trace (or one observation of it); `source == "ANNOTATION"` is a human's.
+
+    `value` is a float for BOOLEAN (1.0 / 0.0) and NUMERIC scores, and the category label
+    for CATEGORICAL ones.
+    """
+
+    id: str
+    trace_id: str
+    name: str
+    value: float | str
+    data_type: ScoreDataType
+    source: ScoreSource
+    timestamp: datetime
+    observation_id: str | None = None
+    comment: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def is_human(self) -> bool:
+        return self.source == "ANNOTATION"
+
+
+def _decoded(value: Any) -> Any:
+    """Parse a JSON-encoded list or object; any other string stays text."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _as_messages(value: Any, default_role: str = "user") -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"role": default_role, "content": value}]
+    if isinstance(value, dict):
+        if isinstance(value.get("messages"), list):  # e.g. chat-completions kwargs
+            return _as_messages(value["messages"], default_role)
+        if "content" in value:  # a single message
+            return [_message(value, default_role)]
+        texts = [v for v in value.values() if isinstance(v, str)]
+        text = texts[0] if len(texts) == 1 else json.dumps(value, sort_keys=True)
+        return [{"role": default_role, "content": text}]
+    if isinstance(value, list):
+        return [_message(m, default_role) for m in value if isinstance(m, dict)]
+    return [{"role": default_role, "content": json.dumps(value)}]
+
+
+def _message(message: dict[str, Any], default_role: str) -> dict[str, str]:
+    return {
+        "role": str(message.get("role", default_role)),
+        "content": _text(message.get("content")),
+    }
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: keep the text ones
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return json.dumps(content)

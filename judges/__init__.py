@@ -1,0 +1,1 @@
+"""LLM judges aligned to human annotations, and the agreement metrics that prove it."""

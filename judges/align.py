@@ -1,0 +1,137 @@
+"""Aligning the judge's prompt to the humans with gepa_opt.
+
+The per-example metric is the probability the judge gives to the human's label,
+weighted so both labels count equally (a judge that always says "fail" must not win
+on a mostly-failing sample). After the search, the pass threshold is calibrated on the
+training annotations; agreement is then measured on held-out ones only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gepa_opt import Adapter, EvaluationBatch, GEPAConfig, GEPAResult, optimize
+from infra.lm import LM
+from judges.calibration import calibrate_threshold
+from judges.metrics import agreement_report
+from judges.pointwise import PointwiseJudge
+from judges.types import JudgedItem
+
+
+def label_weights(items: list[JudgedItem]) -> dict[bool, float]:
+    """Weights in (0, 1] that give each label the same total weight."""
+    counts = Counter(item.human_pass for item in items if item.human_pass is not None)
+    if len(counts) < 2:
+        return {True: 1.0, False: 1.0}
+    rarest = min(counts.values())
+    return {label: rarest / count for label, count in counts.items()}
+
+
+class JudgeAlignmentAdapter(Adapter):
+    def __init__(self, lm: LM, weights: dict[bool, float]):
+        self.lm = lm
+        self.weights = weights
+
+    async def evaluate(
+        self, batch: list[JudgedItem], candidate: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch:
+        judge = PointwiseJudge(self.lm, candidate)
+        probs = await asyncio.gather(*(judge.p_pass(item) for item in batch))
+        scores = [
+            self.weights[item.human_pass] * (p if item.human_pass else 1 - p)
+            for item, p in zip(batch, probs, strict=True)
+        ]
+        trajectories = list(zip(batch, probs, strict=True)) if capture_traces else None
+        return EvaluationBatch(outputs=list(probs), scores=scores, trajectories=trajectories)
+
+    async def make_reflective_dataset(
+        self,
+        candidate: dict[str, str],
+        eval_batch: EvaluationBatch,
+        components_to_update: list[str],
+    ) -> dict[str, list[dict[str, Any]]]:
+        records = []
+        for item, p in eval_batch.trajectories or []:
+            human = "pass" if item.human_pass else "fail"
+            judged = "pass" if p >= 0.5 else "fail"
+            comment = f' Their comment: "{item.human_comment}"' if item.human_comment else ""
+            records.append(
+                {
+                    "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
+                    "Generated Outputs": f"{judged} (probability of pass {p:.2f})",
+                    "Feedback": f"The human reviewer marked this reply {human}.{comment}",
+                }
+            )
+        return {component: records for component in components_to_update}
+
+
+@dataclass
+class AlignedJudge:
+    prompts: dict[str, str]
+    threshold: float
+    heldout: dict[str, float]  # agreement_report on held-out labels
+    seed_heldout: dict[str, float]
+    seed_threshold: float
+    metric_calls: int
+    result: GEPAResult | None = field(default=None, repr=False)
+
+
+async def calibrated(lm: LM, prompts: dict[str, str], items: list[JudgedItem]) -> float:
+    probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
+    return calibrate_threshold(probs, [bool(i.human_pass) for i in items])
+
+
+async def heldout_agreement(
+    lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+) -> dict[str, float]:
+    probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
+    return agreement_report(
+        [p >= threshold for p in probs], [bool(i.human_pass) for i in items], seed
+    )
+
+
+async def align_judge(
+    lm: LM,
+    seed_prompts: dict[str, str],
+    train: list[JudgedItem],
+    val: list[JudgedItem],
+    heldout: list[JudgedItem],
+    config: GEPAConfig,
+    reflection_lm: Callable[[str], Awaitable[str]],
+    on_event: Callable[[Any], None] | None = None,
+) -> AlignedJudge:
+    """GEPA on the judge prompt (train = feedback, val = Pareto set), then calibrate on
+    train + val and report agreement on held-out; held-out never steers the search."""
+    adapter = JudgeAlignmentAdapter(lm, label_weights(train + val))
+    result = await optimize(
+        seed_prompts,
+        train,
+        val,
+        adapter,
+        reflection_lm,
+        config,
+        example_id=lambda item: item.id,
+        on_event=on_event,
+    )
+    best = result.best_candidate
+    selection = train + val
+    seed_threshold, threshold = await asyncio.gather(
+        calibrated(lm, seed_prompts, selection), calibrated(lm, best, selection)
+    )
+    seed_report, best_report = await asyncio.gather(
+        heldout_agreement(lm, seed_prompts, seed_threshold, heldout, config.seed),
+        heldout_agreement(lm, best, threshold, heldout, config.seed),
+    )
+    return AlignedJudge(
+        prompts=best,
+        threshold=threshold,
+        heldout=best_report,
+        seed_heldout=seed_report,
+        seed_threshold=seed_threshold,
+        metric_calls=result.metric_calls_used,
+        result=result,
+    )

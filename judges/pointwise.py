@@ -1,0 +1,81 @@
+"""A pointwise pass/fail judge that reads token probabilities, not its own text.
+
+On small models the text verdict sits at chance while P("Yes") vs P("No") carries the
+signal (see shared data README), so the verdict is that probability against a
+threshold calibrated on human labels. A short rationale is generated only when someone
+needs words: the reflective feedback for the optimizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+from infra.lm import LM
+from judges.types import JudgedItem
+
+SEED_JUDGE_PROMPTS = {
+    "rubric": (
+        "You review replies of an assistant. A reply passes when it correctly and "
+        "clearly does what the user's request asks. A reply fails when it is wrong, "
+        "off-topic, or does not give the answer."
+    ),
+}
+CHOICES = ("Yes", "No")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    p_pass: float
+    passed: bool
+
+
+class PointwiseJudge:
+    def __init__(
+        self,
+        lm: LM,
+        prompts: dict[str, str],
+        threshold: float = 0.5,
+        rationale_max_tokens: int = 48,
+    ):
+        self.lm = lm
+        self.prompts = prompts
+        self.threshold = threshold
+        self.rationale_max_tokens = rationale_max_tokens
+
+    def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.prompts["rubric"]},
+            {
+                "role": "user",
+                "content": (
+                    f"Request:\n{item.input_text}\n\nReply:\n{item.output_text}\n\n{question}"
+                ),
+            },
+        ]
+
+    async def p_pass(self, item: JudgedItem) -> float:
+        logps = await self.lm.choice_logprobs(
+            self.messages(item, "Does the reply pass? Answer Yes or No."), list(CHOICES)
+        )
+        yes, no = (math.exp(lp) for lp in logps)
+        return yes / (yes + no) if yes + no > 0 else 0.5
+
+    async def p_pass_many(self, items: list[JudgedItem]) -> list[float]:
+        return list(await asyncio.gather(*(self.p_pass(item) for item in items)))
+
+    async def verdict(self, item: JudgedItem) -> Verdict:
+        p = await self.p_pass(item)
+        return Verdict(p, p >= self.threshold)
+
+    async def verdicts(self, items: list[JudgedItem]) -> list[Verdict]:
+        return list(await asyncio.gather(*(self.verdict(item) for item in items)))
+
+    async def rationale(self, item: JudgedItem) -> str:
+        completion = await self.lm.complete(
+            self.messages(item, "In one sentence: is the reply right, and why?"),
+            max_tokens=self.rationale_max_tokens,
+            temperature=0.0,
+        )
+        return completion.text.strip()

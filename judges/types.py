@@ -1,0 +1,26 @@
+"""What a judge sees and what a human said about it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JudgedItem:
+    """One agent output to judge, with the human label when there is one."""
+
+    id: str  # the trace id: splits are made by trace
+    input_text: str
+    output_text: str
+    human_pass: bool | None = None
+    human_comment: str = ""
+
+
+def render_inputs(inputs: dict[str, Any]) -> str:
+    """Agent inputs as the text a judge reads: the value alone when there is one field."""
+    if len(inputs) == 1:
+        value = next(iter(inputs.values()))
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return json.dumps(inputs, ensure_ascii=False, indent=1)

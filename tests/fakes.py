@@ -1,0 +1,37 @@
+"""A scripted LM for unit tests of the machinery (the product path uses the real model)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from infra.lm import Completion, Usage
+
+Messages = list[dict[str, str]]
+
+
+class ScriptedLM:
+    """`reply(messages) -> text` for completions; `p_first(messages) -> P(first choice)`."""
+
+    def __init__(
+        self,
+        reply: Callable[[Messages], str] = lambda m: "",
+        p_first: Callable[[Messages], float] = lambda m: 0.5,
+    ):
+        self.reply = reply
+        self.p_first = p_first
+        self.calls: list[Messages] = []
+
+    async def complete(self, messages: Messages, **params) -> Completion:
+        self.calls.append(messages)
+        text = self.reply(messages)
+        return Completion(text=text, usage=Usage(len(str(messages)), len(text.split())))
+
+    async def complete_batch(self, batch: list[Messages], **params) -> list[Completion]:
+        return [await self.complete(m, **params) for m in batch]
+
+    async def choice_logprobs(
+        self, messages: Messages, choices: list[str], adapter=None
+    ) -> list[float]:
+        p = min(max(self.p_first(messages), 1e-6), 1 - 1e-6)
+        return [math.log(p), math.log(1 - p)] + [math.log(1e-6)] * (len(choices) - 2)

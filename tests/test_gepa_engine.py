@@ -1,0 +1,365 @@
+"""The GEPA loop end to end, with a scripted adapter and a scripted reflection LM."""
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gepa_opt import (
+    BudgetUsed,
+    EvaluationBatch,
+    Finished,
+    FrontierChanged,
+    GEPAConfig,
+    GEPAEvent,
+    ProposalAccepted,
+    ProposalRejected,
+    ProposalStarted,
+    RejectReason,
+    StopReason,
+    optimize,
+)
+from gepa_opt.types import Candidate, candidate_digest
+
+KEYWORDS = ["cite", "units", "brief", "table", "verify", "cents"]
+
+
+@dataclass(frozen=True)
+class Task:
+    split: str
+    id: int
+    keyword: str
+
+
+def tasks(split: str, n: int) -> list[Task]:
+    return [Task(split, i, KEYWORDS[i % len(KEYWORDS)]) for i in range(n)]
+
+
+@dataclass
+class KeywordAdapter:
+    """Scores 1 when the candidate's texts mention the example's keyword; the feedback
+    names the missing keyword. Logs every (candidate, split, example) it is paid for."""
+
+    evaluated: list[tuple[str, str, int]] = field(default_factory=list)
+    calls: list[tuple[str, int, bool]] = field(default_factory=list)
+
+    async def evaluate(
+        self, batch: list[Task], candidate: Candidate, capture_traces: bool = False
+    ) -> EvaluationBatch:
+        text = " ".join(candidate.values())
+        self.calls.append((batch[0].split, len(batch), capture_traces))
+        self.evaluated.extend((candidate_digest(candidate), t.split, t.id) for t in batch)
+        hits = [t.keyword in text for t in batch]
+        return EvaluationBatch(
+            outputs=[f"answer to {t.id}" for t in batch],
+            scores=[float(h) for h in hits],
+            trajectories=[{"task": t, "hit": h} for t, h in zip(batch, hits, strict=True)]
+            if capture_traces
+            else None,
+        )
+
+    async def make_reflective_dataset(
+        self, candidate: Candidate, eval_batch: EvaluationBatch, components_to_update: list[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        assert eval_batch.trajectories is not None
+        records = [
+            {
+                "Inputs": f"task {tr['task'].id}",
+                "Generated Outputs": out,
+                "Feedback": "Correct."
+                if tr["hit"]
+                else f"The response must mention '{tr['task'].keyword}'.",
+            }
+            for out, tr in zip(eval_batch.outputs, eval_batch.trajectories, strict=True)
+        ]
+        return {c: records for c in components_to_update}
+
+
+@dataclass
+class KeywordReflector:
+    """Adds the first keyword the feedback asks for that the instruction lacks."""
+
+    prompts: list[str] = field(default_factory=list)
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        current = prompt.split("```\n", 1)[1].split("\n```", 1)[0]
+        wanted = [k for k in re.findall(r"must mention '(\w+)'", prompt) if k not in current]
+        return f"Here you go:\n```\n{current} {wanted[0]}\n```" if wanted else current
+
+
+@dataclass
+class ScriptedReflector:
+    """Replies from a script, then proposes nothing."""
+
+    replies: list[str | None]
+    prompts: list[str] = field(default_factory=list)
+
+    async def __call__(self, prompt: str) -> str | None:
+        self.prompts.append(prompt)
+        return self.replies.pop(0) if self.replies else ""
+
+
+@dataclass
+class TableAdapter(KeywordAdapter):
+    """Every example scores the value the table gives the candidate's first text."""
+
+    table: dict[str, float] = field(default_factory=dict)
+
+    async def evaluate(
+        self, batch: list[Task], candidate: Candidate, capture_traces: bool = False
+    ) -> EvaluationBatch:
+        result = await super().evaluate(batch, candidate, capture_traces)
+        score = self.table[next(iter(candidate.values()))]
+        return EvaluationBatch(result.outputs, [score] * len(batch), result.trajectories)
+
+
+async def run_keyword_task(config: GEPAConfig, events: list[GEPAEvent] | None = None):
+    adapter = KeywordAdapter()
+    result = await optimize(
+        {"instructions": "Answer the question."},
+        tasks("train", 12),
+        tasks("val", 6),
+        adapter,
+        KeywordReflector(),
+        config,
+        on_event=None if events is None else events.append,
+    )
+    return result, adapter
+
+
+async def test_optimizer_improves_the_toy_task() -> None:
+    result, _ = await run_keyword_task(GEPAConfig(max_metric_calls=400, seed=1))
+    assert result.val_aggregate_scores[0] == 0.0
+    assert result.best_score == 1.0
+    assert all(k in result.best_candidate["instructions"] for k in KEYWORDS)
+    assert result.metric_calls_used <= 400
+    # Lineage: every candidate but the seed descends from an earlier one.
+    assert result.parents[0] == ()
+    assert all(len(p) == 1 and p[0] < k for k, p in enumerate(result.parents) if k)
+
+
+async def test_same_seed_replays_the_same_run() -> None:
+    first_events: list[GEPAEvent] = []
+    second_events: list[GEPAEvent] = []
+    config = GEPAConfig(max_metric_calls=150, seed=7)
+    first, _ = await run_keyword_task(config, first_events)
+    second, _ = await run_keyword_task(config, second_events)
+    assert first == second
+    assert first_events == second_events
+    # Slicing a batch across concurrent adapter calls must not change anything either.
+    sliced, _ = await run_keyword_task(GEPAConfig(max_metric_calls=150, seed=7, max_concurrency=3))
+    assert sliced == first
+
+
+async def test_minibatch_acceptance_needs_a_strictly_higher_sum() -> None:
+    adapter = TableAdapter(table={"seed": 0.5, "worse": 0.2, "equal": 0.5, "better": 0.75})
+    reflector = ScriptedReflector(["```\nworse\n```", "```\nequal\n```", "```\nbetter\n```"])
+    events: list[GEPAEvent] = []
+    result = await optimize(
+        {"p": "seed"},
+        tasks("train", 4),
+        tasks("val", 2),
+        adapter,
+        reflector,
+        GEPAConfig(max_metric_calls=100, reflection_minibatch_size=4, max_idle_iterations=1),
+        on_event=events.append,
+    )
+    rejected = [e for e in events if isinstance(e, ProposalRejected)]
+    assert [r.reason for r in rejected][:2] == [RejectReason.NOT_IMPROVED] * 2
+    assert [r.child_minibatch_score for r in rejected][:2] == [0.8, 2.0]
+    assert result.candidates == [{"p": "seed"}, {"p": "better"}]
+    assert result.parents == [(), (0,)]
+    assert result.val_subscores[1] == {0: 0.75, 1: 0.75}
+    # seed val 2 + seed minibatch 4 + three children's minibatches 12 + accepted child's val 2;
+    # the seed's minibatch is paid once although it is re-evaluated for every proposal.
+    assert result.metric_calls_used == 2 + 4 + 12 + 2
+    assert [c for c in adapter.calls if c[0] == "val"] == [("val", 2, False)] * 2
+    assert result.history[2].candidate_idx == 1 and result.history[2].reject_reason is None
+
+
+async def test_cache_hits_are_never_charged() -> None:
+    events: list[GEPAEvent] = []
+    result, adapter = await run_keyword_task(GEPAConfig(max_metric_calls=300, seed=2), events)
+    assert len(adapter.evaluated) == len(set(adapter.evaluated)) == result.metric_calls_used
+    charged = sum(e.metric_calls for e in events if isinstance(e, BudgetUsed))
+    assert charged == result.metric_calls_used
+
+
+async def test_perfect_parent_is_skipped_and_a_run_with_nothing_to_learn_stops() -> None:
+    reflector = ScriptedReflector([])
+    result = await optimize(
+        {"p": " ".join(KEYWORDS)},
+        tasks("train", 6),
+        tasks("val", 3),
+        KeywordAdapter(),
+        reflector,
+        GEPAConfig(max_metric_calls=1000, max_idle_iterations=5),
+    )
+    assert result.stop_reason is StopReason.STALLED
+    assert result.rejections == {RejectReason.PERFECT_PARENT: len(result.history)}
+    assert reflector.prompts == [] and result.reflection_calls == 0
+    assert result.metric_calls_used == 3 + 6  # valset once, then each train example once
+
+
+@pytest.mark.parametrize("reply", ["", None, "```\n```", "   "])
+async def test_empty_proposals_are_rejected_and_counted(reply: str | None) -> None:
+    result = await optimize(
+        {"p": "Answer."},
+        tasks("train", 3),
+        tasks("val", 2),
+        KeywordAdapter(),
+        ScriptedReflector([reply] * 5),
+        GEPAConfig(max_metric_calls=100, max_idle_iterations=4),
+    )
+    # The first proposal pays for the seed's minibatch; four free ones in a row then stall.
+    assert result.stop_reason is StopReason.STALLED
+    assert result.empty_proposals == result.rejected_proposals == len(result.history) == 5
+    assert result.candidates == [{"p": "Answer."}]
+    assert result.reflection_calls == 5
+
+
+async def test_a_proposal_equal_to_a_pool_candidate_is_not_evaluated() -> None:
+    adapter = KeywordAdapter()
+    result = await optimize(
+        {"p": "Answer."},
+        tasks("train", 3),
+        tasks("val", 2),
+        adapter,
+        ScriptedReflector(["```\nAnswer.\n```"]),
+        GEPAConfig(max_metric_calls=100, max_idle_iterations=1),
+    )
+    assert result.history[0].reject_reason is RejectReason.DUPLICATE
+    assert result.history[0].child_scores is None
+    assert result.metric_calls_used == 2 + 3
+
+
+async def test_round_robin_alternates_components_of_a_parent() -> None:
+    adapter = TableAdapter(table={"A": 0.0} | {f"A{'x' * n}": 0.0 for n in range(1, 9)})
+    reflector = ScriptedReflector([f"```\nA{'x' * n}\n```" for n in range(1, 9)])
+    events: list[GEPAEvent] = []
+    await optimize(
+        {"a": "A", "b": "B"},
+        tasks("train", 3),
+        tasks("val", 2),
+        adapter,
+        reflector,
+        GEPAConfig(max_metric_calls=200, candidate_selection="current_best", max_idle_iterations=1),
+        on_event=events.append,
+    )
+    started = [e for e in events if isinstance(e, ProposalStarted)]
+    assert [e.parent_idx for e in started] == [0] * len(started)
+    assert [e.components for e in started][:4] == [("a",), ("b",), ("a",), ("b",)]
+    # Each reflection is about its own component's current text.
+    assert "```\nA\n```" in reflector.prompts[0] and "```\nB\n```" in reflector.prompts[1]
+
+
+async def test_all_components_use_their_own_templates() -> None:
+    reflector = ScriptedReflector([])
+    template = "RUBRIC <curr_instructions> <inputs_outputs_feedback>"
+    result = await optimize(
+        {"prompt": "Answer.", "rubric": "Grade."},
+        tasks("train", 3),
+        tasks("val", 2),
+        KeywordAdapter(),
+        reflector,
+        GEPAConfig(
+            module_selection="all",
+            component_prompt_templates={"rubric": template},
+            max_idle_iterations=1,
+        ),
+    )
+    assert len(reflector.prompts) == 2 * len(result.history)
+    assert reflector.prompts[0].startswith("I provided an assistant")
+    assert reflector.prompts[1].startswith("RUBRIC Grade. # Example 1")
+
+
+async def test_event_stream_tells_the_whole_story() -> None:
+    events: list[GEPAEvent] = []
+    result, _ = await run_keyword_task(GEPAConfig(max_metric_calls=120, seed=3), events)
+    assert isinstance(events[0], BudgetUsed) and events[0].metric_calls == 6
+    assert isinstance(events[1], FrontierChanged) and events[1].iteration == 0
+    assert isinstance(events[-1], Finished) and events[-1].best_idx == result.best_idx
+    assert sum(isinstance(e, ProposalStarted) for e in events) == len(result.history)
+    accepted = [e for e in events if isinstance(e, ProposalAccepted)]
+    assert [e.candidate_idx for e in accepted] == list(range(1, len(result.candidates)))
+    assert sum(isinstance(e, ProposalRejected) for e in events) == result.rejected_proposals
+
+
+async def test_async_event_handlers_are_awaited() -> None:
+    seen: list[str] = []
+
+    async def handler(event: GEPAEvent) -> None:
+        await asyncio.sleep(0)
+        seen.append(type(event).__name__)
+
+    await optimize(
+        {"p": "Answer."},
+        tasks("train", 3),
+        tasks("val", 2),
+        KeywordAdapter(),
+        ScriptedReflector([]),
+        GEPAConfig(max_idle_iterations=1),
+        on_event=[handler],
+    )
+    assert seen[-1] == "Finished"
+
+
+async def test_bad_inputs_are_named() -> None:
+    with pytest.raises(ValueError, match="seed's valset evaluation"):
+        await optimize(
+            {"p": "x"}, tasks("train", 3), tasks("val", 5), KeywordAdapter(),
+            ScriptedReflector([]), GEPAConfig(max_metric_calls=4),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"trainset\[1\]: example id 'same'"):
+        await optimize(
+            {"p": "x"}, tasks("train", 3), None, KeywordAdapter(), ScriptedReflector([]),
+            example_id=lambda t: "same",
+        )  # fmt: skip
+    template = "<curr_instructions> <inputs_outputs_feedback>"
+    with pytest.raises(ValueError, match="unknown components"):
+        await optimize(
+            {"p": "x"}, tasks("train", 3), None, KeywordAdapter(), ScriptedReflector([]),
+            GEPAConfig(component_prompt_templates={"q": template}),
+        )  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    budget=st.integers(1, 150),
+    minibatch=st.integers(1, 5),
+    n_train=st.integers(1, 8),
+    n_val=st.integers(1, 6),
+    concurrency=st.integers(1, 3),
+    seed=st.integers(0, 3),
+)
+def test_budget_is_never_exceeded(
+    budget: int, minibatch: int, n_train: int, n_val: int, concurrency: int, seed: int
+) -> None:
+    adapter = KeywordAdapter()
+    config = GEPAConfig(
+        max_metric_calls=budget,
+        reflection_minibatch_size=minibatch,
+        max_concurrency=concurrency,
+        seed=seed,
+        max_idle_iterations=3,
+    )
+    run = optimize(
+        {"p": "Answer."}, tasks("train", n_train), tasks("val", n_val), adapter,
+        KeywordReflector(), config,
+    )  # fmt: skip
+    if budget < n_val:
+        with pytest.raises(ValueError):
+            asyncio.run(run)
+        assert adapter.evaluated == []
+        return
+    result = asyncio.run(run)
+    assert result.metric_calls_used <= budget
+    assert len(adapter.evaluated) == len(set(adapter.evaluated)) == result.metric_calls_used
+    if result.stop_reason is StopReason.BUDGET:
+        # Stopped only because a whole proposal (minibatches and a valset) no longer fits.
+        assert budget - result.metric_calls_used < 2 * min(minibatch, n_train) + n_val

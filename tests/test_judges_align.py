@@ -1,0 +1,64 @@
+from gepa_opt import GEPAConfig
+from judges.align import align_judge, label_weights
+from judges.pointwise import PointwiseJudge
+from judges.types import JudgedItem
+from tests.fakes import ScriptedLM
+
+
+def judged(n: int) -> list[JudgedItem]:
+    # Passing replies say "right", failing ones say "wrong"; humans agree with that.
+    return [
+        JudgedItem(
+            f"t{i}",
+            f"request {i}",
+            "right" if i % 3 == 0 else "wrong",
+            human_pass=i % 3 == 0,
+            human_comment="fine" if i % 3 == 0 else "wrong intent",
+        )
+        for i in range(n)
+    ]
+
+
+def p_yes(messages):
+    rubric, user = messages[0]["content"], messages[1]["content"]
+    if "must name the intent" not in rubric:
+        return 0.3  # the seed rubric carries no signal
+    return 0.8 if "Reply:\nright" in user else 0.2
+
+
+async def test_alignment_finds_a_rubric_that_agrees_with_humans():
+    lm = ScriptedLM(
+        reply=lambda m: "```\nA reply passes only if it must name the intent.\n```", p_first=p_yes
+    )
+    items = judged(30)
+    train, val, heldout = items[:12], items[12:21], items[21:]
+
+    async def reflect(prompt: str) -> str:
+        assert "wrong intent" in prompt  # the human comment reaches the reflection
+        return (await lm.complete([{"role": "user", "content": prompt}])).text
+
+    aligned = await align_judge(
+        lm,
+        {"rubric": "Judge the reply."},
+        train,
+        val,
+        heldout,
+        GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
+        reflect,
+    )
+    assert "must name the intent" in aligned.prompts["rubric"]
+    assert aligned.heldout["kappa"] == 1.0
+    assert abs(aligned.seed_heldout["kappa"]) < 1e-9
+    assert 0.2 < aligned.threshold <= 0.8
+    assert aligned.metric_calls <= 60
+
+
+def test_label_weights_balance_the_classes():
+    weights = label_weights(judged(30))  # 10 pass, 20 fail
+    assert weights == {True: 1.0, False: 0.5}
+
+
+async def test_pointwise_judge_reads_probabilities():
+    judge = PointwiseJudge(ScriptedLM(p_first=lambda m: 0.3), {"rubric": "r"}, threshold=0.25)
+    verdict = await judge.verdict(JudgedItem("t", "in", "out"))
+    assert abs(verdict.p_pass - 0.3) < 1e-9 and verdict.passed

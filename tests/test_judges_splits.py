@@ -1,0 +1,28 @@
+from judges.splits import stratified_split
+from judges.types import JudgedItem
+
+
+def items(n_pass: int, n_fail: int) -> list[JudgedItem]:
+    return [JudgedItem(f"t{i}", "in", "out", human_pass=i < n_pass) for i in range(n_pass + n_fail)]
+
+
+def test_split_is_stratified_and_disjoint():
+    rest, part = stratified_split(items(20, 30), 0.4, seed=1)
+    assert {i.id for i in rest}.isdisjoint({i.id for i in part})
+    assert sum(i.human_pass for i in part) == 8 and sum(not i.human_pass for i in part) == 12
+    assert len(rest) + len(part) == 50
+
+
+def test_split_is_fixed_by_seed():
+    a = stratified_split(items(10, 10), 0.3, seed=7)
+    b = stratified_split(items(10, 10), 0.3, seed=7)
+    c = stratified_split(items(10, 10), 0.3, seed=8)
+    assert a == b
+    assert a != c
+
+
+def test_one_trace_never_on_both_sides():
+    # Two annotations on the same trace must land on the same side.
+    data = items(5, 5) + [JudgedItem("t0", "in", "out", human_pass=False)]
+    rest, part = stratified_split(data, 0.5, seed=0)
+    assert {i.id for i in rest}.isdisjoint({i.id for i in part})

@@ -1,0 +1,129 @@
+"""The MLflow registry on a real sqlite store; one store for the module (MLflow is slow)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from infra.settings import Settings
+
+mlflow_registry = pytest.importorskip("infra.registry.mlflow_registry")
+Registry, RegistryError = mlflow_registry.Registry, mlflow_registry.RegistryError
+
+SECRET = "sk-test-never-logged-42"
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory) -> Settings:
+    state = tmp_path_factory.mktemp("flywheel") / "state"  # not there yet: Registry creates it
+    return Settings(state_dir=state, lm={"api_key": SECRET})
+
+
+@pytest.fixture(scope="module")
+def registry(settings) -> Registry:
+    return Registry(settings)
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("adapter")
+    (folder / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    return folder
+
+
+def test_store_lives_in_the_state_folder(registry, settings):
+    assert (settings.state_dir / "mlflow.db").is_file()
+    experiment = registry.client.get_experiment(registry.experiment_id)
+    assert experiment.artifact_location == settings.artifact_location
+
+
+def test_two_prompt_versions_and_an_alias(registry):
+    name = registry.prompt_name("system")
+    assert name == "agent-system"
+    first = registry.register_prompt(name, "Route: {{text}}", "seed")
+    second = registry.register_prompt(name, "Route carefully: {{text}}", "gepa", {"night": "1"})
+    assert second == first + 1
+    registry.set_prompt_alias(name, "candidate", first)
+    assert registry.load_prompt(f"prompts:/{name}@candidate") == "Route: {{text}}"
+    registry.set_prompt_alias(name, "candidate", second)
+    assert registry.load_prompt(f"prompts:/{name}@candidate") == "Route carefully: {{text}}"
+    assert registry.load_prompt(f"prompts:/{name}/{first}") == "Route: {{text}}"
+
+
+def test_prompt_names_outside_mlflows_charset_are_refused(registry):
+    with pytest.raises(RegistryError, match="valid MLflow prompt name"):
+        registry.register_prompt("agent/system prompt", "x")
+
+
+def test_model_versions_with_and_without_adapter(registry, adapter):
+    import mlflow
+
+    name = registry.prompt_name("rubric")
+    prompt = registry.register_prompt(name, "Is {{answer}} right?")
+    uri = f"prompts:/{name}/{prompt}"
+    assert registry.get_alias("agent", "candidate") is None
+
+    with registry.start_run("night-1", {"stage": "test"}) as run:
+        with_adapter = registry.register_model_version(
+            "agent", adapter, [uri], {"heldout_accuracy": 0.75}, {"round": "1"}
+        )
+        prompt_only = registry.register_model_version(
+            "agent", None, [uri], {"heldout_accuracy": 0.7}
+        )
+
+    assert prompt_only == with_adapter + 1
+    assert registry.get_alias("agent", "candidate") == prompt_only
+    assert registry.get_alias("agent", "production") is None
+
+    version = registry.client.get_model_version("agent", str(with_adapter))
+    assert version.run_id == run.info.run_id and version.tags["round"] == "1"
+    logged = registry.client.get_logged_model(version.source.removeprefix("models:/"))
+    assert {m.key: m.value for m in logged.metrics} == {"heldout_accuracy": 0.75}
+    assert json.loads(logged.tags["mlflow.linkedPrompts"]) == [{"name": name, "version": "1"}]
+
+    bundle = mlflow.pyfunc.load_model(f"models:/agent/{with_adapter}")
+    assert bundle.predict(["rubric"]) == ["Is {{answer}} right?"]
+    assert (bundle.unwrap_python_model().adapter_dir / "adapter_config.json").is_file()
+    bundle = mlflow.pyfunc.load_model("models:/agent@candidate")
+    assert bundle.unwrap_python_model().adapter_dir is None
+
+
+def test_metrics_params_and_artifacts_read_back(registry):
+    with registry.start_run("metrics") as run:
+        registry.log_metrics({"agreement": 0.5}, step=0)
+        registry.log_metrics({"agreement": 0.8}, step=1)
+        registry.log_dict({"a": 1}, "report.json")
+        registry.log_text("hello", "notes.txt")
+    client = registry.client
+    history = client.get_metric_history(run.info.run_id, "agreement")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.8)]
+    files = {f.path for f in client.list_artifacts(run.info.run_id)}
+    assert files == {"report.json", "notes.txt"}
+
+
+def test_secrets_never_reach_mlflow(registry, settings):
+    params = mlflow_registry.safe_params(settings)
+    assert params["lm.model"] == "smollm2-135m-instruct" and "lm.api_key" not in params
+    with registry.start_run("params") as run:
+        registry.log_params(params)
+        with pytest.raises(ValueError, match="lm.api_key"):
+            registry.log_params({"lm.api_key": SecretStr(SECRET)})
+    logged = registry.client.get_run(run.info.run_id).data.params
+    assert logged == params
+    assert SECRET not in json.dumps(logged)
+
+
+def test_logging_needs_a_run(registry, tmp_path):
+    with pytest.raises(RegistryError, match="start_run"):
+        registry.log_metrics({"x": 1.0})
+    with registry.start_run("bad adapter"), pytest.raises(RegistryError, match="adapter_config"):
+        registry.register_model_version("agent", tmp_path, [], {})
+
+
+def test_unusable_store_is_one_sentence(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(RegistryError, match="FLYWHEEL_STATE_DIR"):
+        Registry(Settings(state_dir=blocker / "state"))

@@ -1,0 +1,98 @@
+import json
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+from infra.traces.jsonl import JsonlTraceSource
+from infra.traces.source import TraceSourceError
+
+
+def obs(i: int, day: int = 1) -> dict:
+    return {
+        "id": f"o{i}",
+        "traceId": f"t{i}",
+        "name": "route",
+        "startTime": f"2025-03-{day:02d}T10:00:00Z",
+        "input": [{"role": "user", "content": f"question {i}"}],
+        "output": "card_arrival",
+    }
+
+
+def score(i: int, source: str = "ANNOTATION") -> dict:
+    return {
+        "id": f"s{i}-{source}",
+        "traceId": f"t{i}",
+        "name": "correct",
+        "value": 1,
+        "stringValue": "True",
+        "dataType": "BOOLEAN",
+        "source": source,
+        "timestamp": "2025-03-05T10:00:00Z",
+    }
+
+
+def write(path, lines) -> None:
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+
+
+@pytest.fixture
+def export(tmp_path):
+    write(tmp_path / "observations.jsonl", [obs(1, day=1), obs(2, day=2), obs(3, day=3)])
+    write(tmp_path / "scores.jsonl", [score(1), score(2), score(2, "EVAL"), score(9)])
+    return tmp_path
+
+
+def test_good_export(export):
+    batch = JsonlTraceSource(export).fetch(since=None, limit=100)
+    assert [t.id for t in batch.traces] == ["o1", "o2", "o3"]
+    assert batch.traces[0].user_text == "question 1"
+    # Human annotations and machine scores are kept apart; t9 is not a fetched trace.
+    assert [a.id for a in batch.annotations] == ["s1-ANNOTATION", "s2-ANNOTATION"]
+    assert [a.id for a in batch.other_scores] == ["s2-EVAL"]
+    assert batch.skipped == []
+
+
+def test_since_and_limit_keep_the_most_recent(export):
+    source = JsonlTraceSource(export)
+    since = source.fetch(since=datetime(2025, 3, 2, tzinfo=UTC), limit=100)
+    assert [t.id for t in since.traces] == ["o2", "o3"]
+    assert [t.id for t in source.fetch(since=None, limit=2).traces] == ["o2", "o3"]
+    assert [a.trace_id for a in source.fetch(since=None, limit=1).annotations] == []
+    naive = source.fetch(since=datetime(2025, 3, 3), limit=100)  # naive is read as UTC
+    assert [t.id for t in naive.traces] == ["o3"]
+
+
+def test_malformed_lines_are_skipped_counted_and_logged(tmp_path, caplog):
+    missing_trace = {k: v for k, v in obs(3).items() if k != "traceId"}
+    write(
+        tmp_path / "observations.jsonl",
+        [obs(1), "{not json", "", missing_trace, {**obs(4), "promptVersion": "v2"}, obs(5)],
+    )
+    write(tmp_path / "scores.jsonl", [score(1), {**score(5), "value": "yes"}, "[1, 2"])
+    with caplog.at_level(logging.WARNING, logger="infra.traces.jsonl"):
+        batch = JsonlTraceSource(tmp_path).fetch(since=None, limit=100)
+
+    assert [t.id for t in batch.traces] == ["o1", "o5"]
+    assert [a.id for a in batch.annotations] == ["s1-ANNOTATION"]
+    where = [(s.file.rsplit("/", 1)[-1], s.line, s.field) for s in batch.skipped]
+    assert where == [
+        ("observations.jsonl", 2, "<json>"),
+        ("observations.jsonl", 4, "traceId"),
+        ("observations.jsonl", 5, "promptVersion"),
+        ("scores.jsonl", 2, "value"),
+        ("scores.jsonl", 3, "<json>"),
+    ]
+    assert len(caplog.records) == 5
+    assert "observations.jsonl:4" in caplog.text and "traceId" in caplog.text
+
+
+def test_missing_scores_file_means_no_annotations(tmp_path):
+    write(tmp_path / "observations.jsonl", [obs(1)])
+    batch = JsonlTraceSource(tmp_path).fetch(since=None, limit=10)
+    assert len(batch.traces) == 1 and batch.annotations == []
+
+
+def test_missing_export_says_how_to_fix(tmp_path):
+    with pytest.raises(TraceSourceError, match="FLYWHEEL_TRACES__JSONL_DIR"):
+        JsonlTraceSource(tmp_path / "nowhere").fetch(since=None, limit=10)

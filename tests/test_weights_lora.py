@@ -1,0 +1,70 @@
+import math
+
+import pytest
+import torch
+
+from infra.lm.model_files import resolve_model_path
+from infra.settings import LoraSettings
+from weights.adapters import adapter_files_ok, load_for_inference
+from weights.lora import train_sft_adapter
+
+pytestmark = pytest.mark.slow
+
+INTENTS = ["billing", "refund", "login", "shipping"]
+
+
+def records() -> list[dict]:
+    return [
+        {
+            "prompt": [
+                {"role": "system", "content": "Answer with the intent only."},
+                {"role": "user", "content": f"Message {i} about {intent}."},
+            ],
+            "completion": [{"role": "assistant", "content": intent}],
+        }
+        for i, intent in enumerate(INTENTS * 2)
+    ]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    base = resolve_model_path()
+    out = tmp_path_factory.mktemp("adapters") / "round-1"
+    progress = []
+    cfg = LoraSettings(batch_size=4, max_seq_length=64, learning_rate=1e-3)
+    result = train_sft_adapter(
+        records(), base, out, cfg, progress_callback=lambda *a: progress.append(a)
+    )
+    return base, result, progress
+
+
+def test_training_reports_a_finite_loss_and_progress(trained):
+    _, result, progress = trained
+    assert result.steps == 2 and result.examples == 8
+    assert math.isfinite(result.train_loss) and result.train_loss > 0
+    assert [p[:2] for p in progress] == [(1, 2), (2, 2)]
+
+
+def test_adapter_is_saved_whole_with_tokenizer(trained):
+    _, result, _ = trained
+    assert adapter_files_ok(result.path)
+    assert (result.path / "tokenizer.json").exists()
+    assert not list(result.path.parent.glob(".*partial"))
+
+
+def test_adapter_changes_the_logits(trained):
+    base, result, _ = trained
+    model = load_for_inference(base, result.path)
+    ids = torch.tensor([[1, 9690, 198, 2683, 28, 253, 1035, 30]])
+    with torch.no_grad():
+        tuned = model(input_ids=ids).logits
+        with model.disable_adapter():
+            plain = model(input_ids=ids).logits
+    assert (tuned - plain).abs().max() > 1e-3
+
+
+def test_existing_output_is_never_overwritten(trained):
+    base, result, _ = trained
+    with pytest.raises(FileExistsError):
+        train_sft_adapter(records(), base, result.path, LoraSettings())
+    assert adapter_files_ok(result.path)

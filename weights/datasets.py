@@ -1,0 +1,122 @@
+"""Judged rollouts become training records: rejection-sampled SFT and preference pairs.
+
+Records use trl's conversational formats. SFT records are prompt-completion
+(`{"prompt": [...], "completion": [{"role": "assistant", ...}]}`) rather than
+`{"messages": [...]}`: SmolLM2's chat template has no `{% generation %}` markers, so
+trl's `assistant_only_loss` cannot mask the prompt, while prompt-completion records get
+completion-only loss for any template.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+
+from infra.types import Rollout
+
+Record = dict[str, list[dict[str, str]]]
+
+
+class BadRolloutError(ValueError):
+    """A rollout that cannot become training data; the message names the example and field."""
+
+
+def sft_records(
+    rollouts: list[Rollout], min_score: float, max_records: int, seed: int = 0
+) -> list[Record]:
+    """Keep the best-judged distinct outputs at or above `min_score`, balanced across examples.
+
+    Records are dealt in rounds: every example's best output first, then every example's
+    second-best distinct output, and so on, so no example dominates the set before each
+    has one record. Within a round higher scores come first (ties in a seeded order),
+    and the set stops at `max_records`. The result depends only on the rollouts' content
+    and `seed`, not on their order.
+    """
+    by_example: dict[str, list[Rollout]] = defaultdict(list)
+    for rollout in rollouts:
+        _check(rollout)
+        if rollout.score >= min_score and rollout.output.strip():
+            by_example[rollout.example.id].append(rollout)
+
+    ranked = {example_id: _distinct_best_first(group) for example_id, group in by_example.items()}
+    tie_order = sorted(ranked)
+    random.Random(seed).shuffle(tie_order)
+
+    records: list[Record] = []
+    for depth in range(max((len(group) for group in ranked.values()), default=0)):
+        round_ = [ranked[example_id][depth] for example_id in tie_order if depth < len(ranked[example_id])]
+        round_.sort(key=lambda rollout: -rollout.score)  # stable: ties keep the seeded order
+        for rollout in round_:
+            if len(records) == max_records:
+                return records
+            records.append({"prompt": rollout.messages, "completion": _reply(rollout.output)})
+    return records
+
+
+def dpo_records(rollouts: list[Rollout], margin: float) -> list[Record]:
+    """One preference pair per prompt: its best vs. its worst output, when their scores differ
+    by at least `margin`.
+
+    Rollouts pair only when they share the example and the exact prompt messages, since a
+    DPO pair must differ in the reply alone.
+    """
+    if margin <= 0:
+        raise ValueError(f"margin must be positive, got {margin}")
+    by_prompt: dict[tuple[str, str], list[Rollout]] = defaultdict(list)
+    for rollout in rollouts:
+        _check(rollout)
+        by_prompt[(rollout.example.id, repr(rollout.messages))].append(rollout)
+
+    records: list[Record] = []
+    for key in sorted(by_prompt):
+        ranked = _distinct_best_first(by_prompt[key])
+        best, worst = ranked[0], ranked[-1]
+        if best.score - worst.score >= margin:
+            records.append(
+                {
+                    "prompt": best.messages,
+                    "chosen": _reply(best.output),
+                    "rejected": _reply(worst.output),
+                }
+            )
+    return records
+
+
+def _distinct_best_first(group: list[Rollout]) -> list[Rollout]:
+    """One rollout per distinct output (its best-scored), best first; ties by output text."""
+    best: dict[str, Rollout] = {}
+    for rollout in sorted(group, key=lambda r: (-r.score, r.output)):
+        best.setdefault(rollout.output.strip(), rollout)
+    return list(best.values())
+
+
+def _reply(output: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": output}]
+
+
+def _check(rollout: Rollout) -> None:
+    example_id = getattr(getattr(rollout, "example", None), "id", "<unknown>")
+
+    def bad(field: str, why: str) -> BadRolloutError:
+        return BadRolloutError(f"rollout for example {example_id!r}: field {field!r} {why}")
+
+    if rollout.score is None:
+        raise bad("score", "is missing: judge the rollout before training on it")
+    if isinstance(rollout.score, bool) or not isinstance(rollout.score, int | float):
+        raise bad("score", f"must be a number, got {type(rollout.score).__name__}")
+    if math.isnan(rollout.score):
+        raise bad("score", "is NaN")
+    if not isinstance(rollout.output, str):
+        raise bad("output", f"must be a string, got {type(rollout.output).__name__}")
+    if not rollout.messages:
+        raise bad("messages", "is missing: the chat sent to the model is needed as the prompt")
+    for i, message in enumerate(rollout.messages):
+        if not (
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
+            raise bad("messages", f"item {i} is not a {{'role': str, 'content': str}} message")
+    if rollout.messages[-1]["role"] == "assistant":
+        raise bad("messages", "ends with an assistant turn; it must be the prompt only")

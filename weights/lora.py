@@ -1,0 +1,139 @@
+"""One LoRA round: supervised fine-tuning on judged records with trl's SFTTrainer, on CPU."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from peft import LoraConfig, PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
+from trl import SFTConfig, SFTTrainer
+
+from infra.settings import LoraSettings
+
+# Every linear layer of a Llama block: attention and MLP.
+LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+# (step, total_steps, latest training loss or None before the first log)
+ProgressCallback = Callable[[int, int, float | None], None]
+
+
+@dataclass(frozen=True)
+class AdapterResult:
+    path: Path
+    train_loss: float  # mean over the run's steps
+    steps: int
+    examples: int  # records that fit `max_seq_length` and were trained on
+    seconds: float
+
+
+def train_sft_adapter(
+    records: list[dict],
+    base_model_path: str | Path,
+    output_dir: str | Path,
+    cfg: LoraSettings,
+    *,
+    base_adapter: str | Path | None = None,
+    progress_callback: ProgressCallback | None = None,
+    seed: int = 0,
+    bf16: bool | None = None,
+) -> AdapterResult:
+    """Train a LoRA adapter on prompt-completion records and save it into `output_dir`.
+
+    Loss falls on the completion only. With `base_adapter`, training continues that adapter
+    (its rank and targets win over `cfg`'s). `bf16=None` uses bf16 base weights and
+    autocast where the CPU has native bf16 instructions (several times faster than fp32,
+    same loss curve); the LoRA matrices stay fp32.
+    The adapter and tokenizer are written to a sibling temp folder and renamed into place,
+    so `output_dir` either holds a whole adapter or does not exist.
+    """
+    output_dir = Path(output_dir)
+    if output_dir.exists():
+        raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
+    if not records:
+        raise ValueError("no training records: nothing passed the judge's threshold")
+    for i, record in enumerate(records):
+        if not record.get("prompt") or not record.get("completion"):
+            raise ValueError(f"record {i} needs non-empty 'prompt' and 'completion' message lists")
+    use_bf16 = torch.cpu._is_avx512_bf16_supported() if bf16 is None else bf16
+
+    started = time.perf_counter()
+    set_seed(seed)  # before the LoRA matrices are initialised
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    # The frozen base can be bf16 (5x faster than fp32 weights under autocast on this
+    # class of CPU); peft keeps the trainable LoRA matrices in fp32 either way.
+    dtype = torch.bfloat16 if use_bf16 else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=dtype)
+    peft_config = None
+    if base_adapter is None:
+        peft_config = LoraConfig(
+            r=cfg.rank,
+            lora_alpha=cfg.alpha,
+            lora_dropout=cfg.dropout,
+            target_modules=LLAMA_TARGET_MODULES,
+            task_type="CAUSAL_LM",
+        )
+    else:
+        model = PeftModel.from_pretrained(model, str(base_adapter), is_trainable=True)
+
+    partial = output_dir.with_name(f".{output_dir.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)  # left by a crashed earlier run
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="flywheel-sft-") as scratch:
+        args = SFTConfig(
+            output_dir=scratch,
+            per_device_train_batch_size=cfg.batch_size,
+            num_train_epochs=cfg.epochs,
+            learning_rate=cfg.learning_rate,
+            max_length=cfg.max_seq_length,
+            completion_only_loss=True,
+            packing=False,
+            activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
+            bf16=use_bf16,
+            use_cpu=True,
+            dataloader_num_workers=0,
+            save_strategy="no",
+            report_to=[],
+            logging_steps=1,
+            disable_tqdm=True,
+            seed=seed,
+            data_seed=seed,
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(records),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[_Progress(progress_callback)] if progress_callback else None,
+        )
+        output = trainer.train()
+        trainer.model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+    partial.rename(output_dir)
+    return AdapterResult(
+        path=output_dir,
+        train_loss=output.training_loss,
+        steps=output.global_step,
+        examples=len(trainer.train_dataset),
+        seconds=time.perf_counter() - started,
+    )
+
+
+class _Progress(TrainerCallback):
+    """Forwards each optimizer step and the latest logged loss to a plain function."""
+
+    def __init__(self, report: ProgressCallback) -> None:
+        self.report = report
+        self.loss: float | None = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            self.loss = float(logs["loss"])
+            self.report(state.global_step, state.max_steps, self.loss)
