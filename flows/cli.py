@@ -46,7 +46,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from infra.lm.server import serve
-
     from infra.settings import Settings
 
     serve(Settings().lm, host=args.host, port=args.port, adapter_path=args.adapter)

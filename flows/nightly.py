@@ -1,9 +1,9 @@
 """The nightly flow: traces in, aligned judge, GEPA on prompts, a LoRA round, held-out
 evaluation, versions registered in MLflow under alias "candidate".
 
-Every stage is a Prefect task whose result is persisted under the state folder and
-keyed by run id and stage, so `flywheel run --resume RUN_ID` after a failure redoes
-only what did not finish.
+Every stage is a Prefect task whose result is persisted (under PREFECT_HOME, which the
+CLI puts in the state folder) and keyed by run id and stage, so that
+`flywheel run --resume RUN_ID` after a failure redoes only what did not finish.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.filesystems import LocalFileSystem
 
 from flows import stages
 from flows.collect import Collected, collect, load_heldout, summarize
@@ -20,6 +19,7 @@ from flows.progress import StageProgress
 from flows.registration import Registered, production_prompts, register_versions
 from flows.report import NightReport, render_markdown
 from flows.runtime import runtime
+from flows.stage_clock import StageClock
 
 
 def _stage_key(context, parameters) -> str:
@@ -77,10 +77,7 @@ async def evaluate_heldout(
     adapter_path: str | None,
 ) -> stages.Evaluation:
     rt = runtime()
-    adapter = None
-    if adapter_path:
-        adapter = f"adapter-{run_id}"
-        rt.lm.load_adapter(adapter, adapter_path)
+    adapter = stages.ensure_adapter(rt, run_id, adapter_path) if adapter_path else None
     examples = load_heldout(rt.heldout_path())
     with StageProgress(f"held-out evaluation: {label}", None):
         return await stages.evaluate_agent(rt, prompts, examples, judge, adapter)
@@ -95,26 +92,24 @@ async def register(run_id: str, report: NightReport) -> Registered:
 async def nightly(run_id: str) -> NightReport:
     rt = runtime()
     start = time.perf_counter()
-    storage = LocalFileSystem(basepath=str((rt.settings.state_dir / "results").resolve()))
-    opts = {"result_storage": storage}
-
-    collected = await collect_traces.with_options(**opts)(run_id)
+    clock = StageClock()
+    collected = await clock.time("collect", collect_traces(run_id))
     seed_prompts = rt.agent.seed_prompts()
     seed_prompts = production_prompts(rt.registry, list(seed_prompts)) or seed_prompts
-    judge = await align_judge.with_options(**opts)(run_id, collected)
+    judge = await clock.time("judge", align_judge(run_id, collected))
     evals = {
-        "seed": await evaluate_heldout.with_options(**opts)(
-            run_id, "seed", seed_prompts, judge, None
+        "seed": await clock.time(
+            "eval_seed", evaluate_heldout(run_id, "seed", seed_prompts, judge, None)
         )
     }
-    prompt = await optimize_prompts.with_options(**opts)(run_id, collected, seed_prompts, judge)
-    evals["prompts"] = await evaluate_heldout.with_options(**opts)(
-        run_id, "prompts", prompt.prompts, judge, None
+    prompt = await clock.time("prompts", optimize_prompts(run_id, collected, seed_prompts, judge))
+    evals["prompts"] = await clock.time(
+        "eval_prompts", evaluate_heldout(run_id, "prompts", prompt.prompts, judge, None)
     )
-    lora = await lora_round.with_options(**opts)(run_id, collected, prompt.prompts, judge)
-    if lora.trained:
-        evals["lora"] = await evaluate_heldout.with_options(**opts)(
-            run_id, "lora", prompt.prompts, judge, lora.adapter_path
+    lora = await clock.time("lora", lora_round(run_id, collected, prompt.prompts, judge))
+    if lora.trained_path:  # measured even when not kept: held-out shows the true effect
+        evals["lora"] = await clock.time(
+            "eval_lora", evaluate_heldout(run_id, "lora", prompt.prompts, judge, lora.trained_path)
         )
     report = NightReport(
         run_id=run_id,
@@ -124,8 +119,9 @@ async def nightly(run_id: str) -> NightReport:
         lora=lora,
         evals=evals,
         seconds=time.perf_counter() - start,
+        stage_intervals=clock.intervals,
     )
-    report.registered = await register.with_options(**opts)(run_id, report)
+    report.registered = await clock.time("register", register(run_id, report))
     await create_markdown_artifact(
         markdown=render_markdown(report),
         key="nightly-report",

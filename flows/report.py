@@ -24,7 +24,7 @@ class NightReport:
     evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
     seconds: float
     registered: Registered | None = None
-    stage_seconds: dict[str, float] = field(default_factory=dict)
+    stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow: before/after of every stage."""
@@ -45,9 +45,9 @@ class NightReport:
             "lora_records": self.lora.records,
             "lora_val_without": self.lora.val_without,
             "wall_seconds": self.seconds,
-            "judge_seconds": self.judge.seconds,
-            "prompt_seconds": self.prompt.seconds,
-            "lora_seconds": self.lora.seconds,
+        }
+        out |= {
+            f"{name}_seconds": end - begin for name, (begin, end) in self.stage_intervals.items()
         }
         if self.lora.val_with is not None:
             out["lora_val_with"] = self.lora.val_with

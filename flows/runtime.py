@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from infra.lm.factory import make_lm
-
 from infra.agents import Agent, load_agent
 from infra.lm import LM
+from infra.lm.factory import make_lm
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces import TraceSource

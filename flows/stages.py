@@ -7,6 +7,7 @@ Prefect can persist it and a failed night resumes without redoing finished stage
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
+from infra.lm.model_files import resolve_model_path
 from infra.lm.reflection import reflection_lm
 from infra.types import Example
 from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
@@ -24,6 +26,7 @@ from judges.align import align_judge
 from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import stratified_split
 from judges.types import JudgedItem
+from weights.adapters import adapter_files_ok
 from weights.datasets import sft_records
 from weights.lora import train_sft_adapter
 
@@ -56,14 +59,19 @@ class PromptStage:
 
 @dataclass
 class LoraStage:
-    adapter_path: str | None  # None when the round was skipped or did not help
-    trained: bool
+    trained_path: str | None  # the adapter this round trained, if it trained one
+    kept: bool  # whether the judge preferred it on the Pareto set
     records: int
     train_loss: float | None
     val_without: float
     val_with: float | None
     seconds: float
     note: str = ""
+
+    @property
+    def adapter_path(self) -> str | None:
+        """The adapter that goes into the registered version, if any."""
+        return self.trained_path if self.kept else None
 
 
 @dataclass
@@ -223,23 +231,50 @@ async def lora_stage(
             time.perf_counter() - start,
             "no rollout passed the judge",
         )
-    result = await asyncio.to_thread(
-        train_sft_adapter, records, rt.lm.model_path, run_dir / "adapter", cfg
-    )
-    name = f"adapter-{run_dir.name}"
-    rt.lm.load_adapter(name, str(result.path))
+    adapter_dir, train_loss = await _train_once(rt, records, run_dir)
+    name = ensure_adapter(rt, run_dir.name, str(adapter_dir))
     with_adapter = await _judge_mean(rt, prompts, valset, judge, adapter=name)
     keep = with_adapter >= without
     return LoraStage(
-        adapter_path=str(result.path) if keep else None,
-        trained=True,
+        trained_path=str(adapter_dir),
+        kept=keep,
         records=len(records),
-        train_loss=result.train_loss,
+        train_loss=train_loss,
         val_without=without,
         val_with=with_adapter,
         seconds=time.perf_counter() - start,
-        note="" if keep else "the judge preferred the base model on the Pareto set",
+        note="" if keep else "not kept: the judge preferred the base model on the Pareto set",
     )
+
+
+async def _train_once(rt: Runtime, records: list[dict], run_dir: Path) -> tuple[Path, float]:
+    """Train the night's adapter, or reuse it if a crash came after training finished."""
+    target, summary = run_dir / "adapter", run_dir / "adapter-training.json"
+    if adapter_files_ok(target) and summary.exists():
+        return target, json.loads(summary.read_text())["train_loss"]
+    base = resolve_model_path(rt.settings.lm.model_path)
+    result = await asyncio.to_thread(
+        train_sft_adapter, records, base, target, rt.settings.lora, seed=rt.settings.agent_opt.seed
+    )
+    summary.write_text(
+        json.dumps(
+            {
+                "train_loss": result.train_loss,
+                "steps": result.steps,
+                "examples": result.examples,
+                "seconds": result.seconds,
+            }
+        )
+    )
+    return result.path, result.train_loss
+
+
+def ensure_adapter(rt: Runtime, run_id: str, path: str) -> str:
+    """Load a night's adapter into the local model once; returns the name to ask for."""
+    name = f"adapter-{run_id}"
+    if name not in rt.lm.adapters:
+        rt.lm.load_adapter(name, path)
+    return name
 
 
 async def _judge_mean(

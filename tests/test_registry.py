@@ -52,6 +52,16 @@ def test_two_prompt_versions_and_an_alias(registry):
     assert registry.load_prompt(f"prompts:/{name}/{first}") == "Route: {{text}}"
 
 
+def test_prompt_tags_can_be_reused_for_a_model_version(registry):
+    tags = {"flywheel.run_id": "night-1"}
+    registry.register_prompt("agent-reuse", "text", "seed", tags)
+    assert tags == {"flywheel.run_id": "night-1"}  # MLflow's prompt marker did not leak in
+    with registry.start_run("reuse"):
+        version = registry.register_model_version("agent-reuse-model", None, [], {"x": 1.0}, tags)
+    assert version >= 1
+    assert registry.prompt_at_alias("agent-reuse", "production") is None
+
+
 def test_prompt_names_outside_mlflows_charset_are_refused(registry):
     with pytest.raises(RegistryError, match="valid MLflow prompt name"):
         registry.register_prompt("agent/system prompt", "x")

@@ -68,3 +68,15 @@ def test_existing_output_is_never_overwritten(trained):
     with pytest.raises(FileExistsError):
         train_sft_adapter(records(), base, result.path, LoraSettings())
     assert adapter_files_ok(result.path)
+
+
+def test_training_continues_from_a_base_adapter(trained):
+    base, result, _ = trained
+    cfg = LoraSettings(batch_size=4, max_seq_length=64, learning_rate=1e-3)
+    second = train_sft_adapter(
+        records(), base, result.path.with_name("round-2"), cfg, base_adapter=result.path
+    )
+    first_model = load_for_inference(base, result.path)
+    second_model = load_for_inference(base, second.path)
+    name = next(n for n in first_model.state_dict() if "lora_B" in n)
+    assert not torch.equal(first_model.state_dict()[name], second_model.state_dict()[name])

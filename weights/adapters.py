@@ -30,7 +30,8 @@ def load_for_inference(
     """The base model with the adapter applied (not merged), in eval mode."""
     if not adapter_files_ok(adapter_path):
         raise FileNotFoundError(
-            f"{adapter_path} is not a whole adapter: it needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}"
+            f"{adapter_path} is not a whole adapter: "
+            f"it needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}"
         )
     base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=dtype)
     return PeftModel.from_pretrained(base, str(adapter_path)).eval()

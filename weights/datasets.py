@@ -45,9 +45,9 @@ def sft_records(
 
     records: list[Record] = []
     for depth in range(max((len(group) for group in ranked.values()), default=0)):
-        round_ = [ranked[example_id][depth] for example_id in tie_order if depth < len(ranked[example_id])]
-        round_.sort(key=lambda rollout: -rollout.score)  # stable: ties keep the seeded order
-        for rollout in round_:
+        deal = [ranked[eid][depth] for eid in tie_order if depth < len(ranked[eid])]
+        deal.sort(key=lambda rollout: -rollout.score)  # stable: ties keep the seeded order
+        for rollout in deal:
             if len(records) == max_records:
                 return records
             records.append({"prompt": rollout.messages, "completion": _reply(rollout.output)})

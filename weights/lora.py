@@ -48,8 +48,8 @@ def train_sft_adapter(
 
     Loss falls on the completion only. With `base_adapter`, training continues that adapter
     (its rank and targets win over `cfg`'s). `bf16=None` uses bf16 base weights and
-    autocast where the CPU has native bf16 instructions (several times faster than fp32,
-    same loss curve); the LoRA matrices stay fp32.
+    autocast where the CPU has native bf16 instructions (~3.5x faster than fp32 on an
+    avx512_bf16 CPU, same loss curve); the LoRA matrices stay fp32.
     The adapter and tokenizer are written to a sibling temp folder and renamed into place,
     so `output_dir` either holds a whole adapter or does not exist.
     """
@@ -66,8 +66,8 @@ def train_sft_adapter(
     started = time.perf_counter()
     set_seed(seed)  # before the LoRA matrices are initialised
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    # The frozen base can be bf16 (5x faster than fp32 weights under autocast on this
-    # class of CPU); peft keeps the trainable LoRA matrices in fp32 either way.
+    # The frozen base may as well be bf16 under bf16 autocast (half the memory, no per-step
+    # weight casts); peft keeps the trainable LoRA matrices in fp32 either way.
     dtype = torch.bfloat16 if use_bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=dtype)
     peft_config = None

@@ -5,14 +5,14 @@ arrived requests as a group and runs a lean decode loop over every active row. R
 at the next step and leave as soon as they finish, so a short answer never waits for a
 long one and finished rows stop costing compute.
 
-The KV cache is our own `KVSlab`: preallocated per-layer buffers instead of a
-DynamicCache, which would `torch.cat` the whole cache on every step (at 32 rows x 300
-tokens that copy is as large as the weights read per step).
+The KV cache is our own `KVSlab` (preallocated, written in place), and requests that
+share a prompt prefix prefill it once (`prefix`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import queue
 import threading
 import time
@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
+
+from infra.lm.kv_slab import KVSlab
+from infra.lm.prefix import (
+    Layers,
+    PrefixCache,
+    common_prefix_len,
+    forward_suffixes,
+    group_by_prefix,
+)
 
 ANY_ADAPTER = object()  # a call that may run whatever adapter is active
 
@@ -53,8 +62,8 @@ class _Job:
     """A request, or a function to run on the worker thread, plus its future."""
 
     adapter: Any
-    future: asyncio.Future
-    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future | concurrent.futures.Future
+    loop: asyncio.AbstractEventLoop | None  # None: a blocking caller's thread-safe future
     request: Request | None = None
     fn: Callable[[], Any] | None = None
 
@@ -77,101 +86,10 @@ def _resolve(job: _Job, result: Any = None, error: BaseException | None = None) 
         else:
             job.future.set_result(result)
 
-    job.loop.call_soon_threadsafe(settle)
-
-
-class KVSlab:
-    """Preallocated K/V buffers [rows, kv_heads, cols, head_dim] for every layer.
-
-    Active rows are 0..n-1 and active columns start..end-1. Each row's tokens are
-    contiguous and end at column end-1 (left padding before `first[row]`), so a row's
-    next position id is `end - first[row]` and the mask is `col >= first[row]`. The
-    model calls `update` once per layer; we hand it views, never concatenations.
-    """
-
-    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, rows: int):
-        self.shape = (rows, kv_heads, 0, head_dim)
-        self.n_layers, self.dtype = n_layers, dtype
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
-        self.first = torch.zeros(rows, dtype=torch.long)
-        self.n = self.start = self.end = 0
-
-    @property
-    def cols(self) -> int:
-        return self.keys[0].shape[2] if self.keys else 0
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, **_: Any):
-        """Write the step's K/V at column `end` (the caller advances `end` after the step)."""
-        n, col = self.n, self.end
-        self.keys[layer_idx][:n, :, col] = key[:, :, 0]
-        self.values[layer_idx][:n, :, col] = value[:, :, 0]
-        return (
-            self.keys[layer_idx][:n, :, self.start : col + 1],
-            self.values[layer_idx][:n, :, self.start : col + 1],
-        )
-
-    def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The 4D boolean mask and the position ids of the next decode step."""
-        cols = torch.arange(self.start, self.end + 1)
-        first = self.first[: self.n, None]
-        return (cols >= first)[:, None, None, :], self.end - first
-
-    def append(self, cache: DynamicCache, lengths: list[int], room: int) -> None:
-        """Add prefilled rows (left-padded to a common width) and keep `room` free columns."""
-        g, width = len(lengths), cache.layers[0].keys.shape[2]
-        if self.end - width < 0 or self.end + room > self.cols:
-            self._relayout(max(0, width - (self.end - self.start)), room)
-        self.start = min(self.start, self.end - width)
-        rows, new = slice(self.n, self.n + g), slice(self.end - width, self.end)
-        pad = torch.arange(width)[None, :] < torch.tensor([width - n for n in lengths])[:, None]
-        pad = pad[:, None, :, None]
-        for layer, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
-            # Padding and stale slots must hold zeros: a masked NaN still poisons sdpa.
-            keys[rows, :, self.start : new.start] = 0
-            values[rows, :, self.start : new.start] = 0
-            keys[rows, :, new] = cache.layers[layer].keys.masked_fill(pad, 0)
-            values[rows, :, new] = cache.layers[layer].values.masked_fill(pad, 0)
-        self.first[rows] = torch.tensor([self.end - n for n in lengths])
-        self.n += g
-
-    def _relayout(self, shift: int, room: int) -> None:
-        """Copy the active columns to `shift` in fresh buffers with `room` more free columns."""
-        width = self.end - self.start
-        rows, heads, _, dim = self.shape
-        cols = max(64, int(1.25 * (shift + width + room)))
-
-        def moved(old: torch.Tensor | None) -> torch.Tensor:
-            new = torch.zeros(rows, heads, cols, dim, dtype=self.dtype)
-            if old is not None:
-                new[: self.n, :, shift : shift + width] = old[: self.n, :, self.start : self.end]
-            return new
-
-        olds = self.keys or [None] * self.n_layers
-        self.keys = [moved(k) for k in olds]
-        self.values = [moved(v) for v in (self.values or [None] * self.n_layers)]
-        self.first[: self.n] += shift - self.start
-        self.start, self.end = shift, shift + width
-
-    def remove(self, dead: list[int]) -> list[tuple[int, int]]:
-        """Drop rows by moving the last live rows into their slots; returns (src, dst) moves."""
-        dead_set = set(dead)
-        n = self.n - len(dead)
-        holes = sorted(d for d in dead if d < n)
-        movers = [s for s in range(n, self.n) if s not in dead_set]
-        moves = list(zip(movers, holes, strict=True))
-        if moves:
-            src, dst = torch.tensor(movers), torch.tensor(holes)
-            cols = slice(self.start, self.end)
-            for buf in (*self.keys, *self.values):
-                buf[dst, :, cols] = buf[src, :, cols]
-            self.first[dst] = self.first[src]
-        self.n = n
-        if n:  # columns left of every live row are padding for all: stop attending to them
-            self.start = int(self.first[:n].min())
-        else:
-            self.keys, self.values = [], []  # free the memory while idle
-        return moves
+    if job.loop is None:
+        settle()
+    else:
+        job.loop.call_soon_threadsafe(settle)
 
 
 class Batcher:
@@ -187,6 +105,7 @@ class Batcher:
         max_batch_size: int = 32,
         batch_wait_ms: float = 5.0,
         prefill_chunk_tokens: int = 2048,
+        min_shared_prefix: int = 32,
     ):
         self.model, self.pad_token_id, self.decode = model, pad_token_id, decode
         self.activate_adapter = activate_adapter
@@ -197,11 +116,13 @@ class Batcher:
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         self.slab = KVSlab(cfg.num_hidden_layers, kv_heads, head_dim, model.dtype, max_batch_size)
+        self.prefixes = PrefixCache(min_shared=min_shared_prefix)  # huge: no sharing
         self.rows: list[_Row] = []
         self.adapter: str | None = None
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: list[_Job] = []
         self._closed = False
+        self._threads = torch.get_num_threads()
         self._thread = threading.Thread(target=self._run, name="lm-batcher", daemon=True)
         self._thread.start()
 
@@ -223,6 +144,14 @@ class Batcher:
         """Run `fn` on the worker between steps, with `adapter` active unless ANY_ADAPTER."""
         return await self._submit(_Job(adapter, *self._future(), fn=fn))
 
+    def call_blocking(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the worker between steps and wait for it, from any thread."""
+        if self._closed:
+            raise RuntimeError("the batcher is closed")
+        job = _Job(ANY_ADAPTER, concurrent.futures.Future(), None, fn=fn)
+        self._inbox.put(job)
+        return job.future.result()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -242,6 +171,7 @@ class Batcher:
     # ---- worker side ----
 
     def _run(self) -> None:
+        torch.set_num_threads(self._threads)  # a new thread would start from all cores
         with torch.inference_mode():
             while self._collect():
                 try:
@@ -335,40 +265,59 @@ class Batcher:
             _resolve(job, error=error)
 
     def _prefill(self, jobs: list[_Job]) -> None:
-        """Prefill in chunks of similar length (little padding), then join the batch."""
-        jobs.sort(key=lambda j: len(j.request.prompt_ids))
-        chunk: list[_Job] = []
-        for job in jobs:
-            longest = len(job.request.prompt_ids)
-            if chunk and (
-                longest * (len(chunk) + 1) > self.prefill_chunk_tokens
-                or longest > 1.25 * len(chunk[0].request.prompt_ids)
-            ):
-                self._prefill_chunk(chunk)
-                chunk = []
-            chunk.append(job)
-        if chunk:
-            self._prefill_chunk(chunk)
+        """Prefill jobs that share a prefix on top of its KV, in chunks of similar length."""
+        prompts = [j.request.prompt_ids for j in jobs]
+        for members, shared in group_by_prefix(prompts, self.prefixes.min_shared):
+            try:
+                prefix = self._prefix(prompts[members[0]][:shared], len(members) > 1)
+            except Exception as error:
+                for i in members:
+                    _resolve(jobs[i], error=error)
+                continue
+            shared = prefix[0][0].shape[2] if prefix else 0
+            members.sort(key=lambda i: len(prompts[i]))
+            chunk: list[_Job] = []
+            for i in members:
+                longest = len(prompts[i]) - shared
+                if chunk and (
+                    longest * (len(chunk) + 1) > self.prefill_chunk_tokens
+                    or longest > 1.25 * (len(chunk[0].request.prompt_ids) - shared)
+                ):
+                    self._prefill_chunk(chunk, prefix)
+                    chunk = []
+                chunk.append(jobs[i])
+            if chunk:
+                self._prefill_chunk(chunk, prefix)
 
-    def _prefill_chunk(self, jobs: list[_Job]) -> None:
+    def _prefix(self, ids: list[int], group: bool) -> Layers | None:
+        """A group's shared prefix is computed (and cached); a lone prompt reuses a cached one."""
+        if group and len(ids) >= self.prefixes.min_shared:
+            return self.prefixes.kv(self.model, ids, self.adapter)
+        return self.prefixes.match(ids, self.adapter)[1]
+
+    def shared_prefix(self, prompts: list[list[int]], keep: list[int]) -> Layers | None:
+        """The KV of the prefix all `prompts` share, leaving row i its last `keep[i]` tokens.
+
+        For work run on the worker thread (`call`) outside the decode loop, e.g. scoring.
+        """
+        shared = min(len(p) - k for p, k in zip(prompts, keep, strict=True))
+        for p in prompts[1:]:
+            shared = common_prefix_len(prompts[0][:shared], p)
+        return self._prefix(prompts[0][:shared], len(prompts) > 1)
+
+    def _prefill_chunk(self, jobs: list[_Job], prefix: Layers | None) -> None:
         try:
-            prompts = [j.request.prompt_ids for j in jobs]
-            width = max(map(len, prompts))
-            ids = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts])
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            cache = DynamicCache(config=self.model.config)
-            out = self.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                cache=cache,
-                use_cache=True,
+            shared = prefix[0][0].shape[2] if prefix else 0
+            out, cache, valid = forward_suffixes(
+                self.model,
+                [j.request.prompt_ids[shared:] for j in jobs],
+                prefix,
+                self.pad_token_id,
                 logits_to_keep=1,
             )
             room = max(j.request.max_new_tokens for j in jobs)
             room = max([room] + [r.job.request.max_new_tokens - len(r.tokens) for r in self.rows])
-            self.slab.append(cache, [len(p) for p in prompts], room)
+            self.slab.append(cache, valid, room)
         except Exception as error:
             for job in jobs:
                 _resolve(job, error=error)
@@ -395,7 +344,7 @@ class Batcher:
             use_cache=True,
             logits_to_keep=1,
         )
-        slab.end += 1
+        slab.advance()
         self._accept(out.logits[:, -1], range(len(self.rows)))
 
     def _accept(self, logits: torch.Tensor, slots: range) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from infra.lm.batcher import ANY_ADAPTER, Batcher, Generation, Request
+from infra.lm.batcher import Batcher, Generation, Request
+from infra.lm.choice_scorer import ChoiceScorer
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.settings import LMSettings
@@ -47,6 +48,7 @@ class LocalLM:
         # More threads than usable cores (containers, taskset) makes every matmul wait.
         torch.set_num_threads(min(torch.get_num_threads(), len(os.sched_getaffinity(0))))
         path = resolve_model_path(settings.model_path)
+        self.model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         # sdpa: the batcher hands the model 4D boolean masks, which eager attention misreads
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -58,6 +60,7 @@ class LocalLM:
             t for t in [*eos, self.tokenizer.eos_token_id] if t is not None
         )
         pad = self.tokenizer.pad_token_id
+        self._head: torch.Tensor | None = None  # float32 copy of lm_head, for scoring
         self._peft = None  # a PeftModel around self.model, made by the first load_adapter
         self.batcher = Batcher(
             self.model,
@@ -67,13 +70,18 @@ class LocalLM:
             max_batch_size=settings.max_batch_size,
             batch_wait_ms=settings.batch_wait_ms,
         )
+        self.scorer = ChoiceScorer(self.model, self.batcher, self._head_fp32)
 
     @property
     def adapters(self) -> list[str]:
         return list(self._peft.peft_config) if self._peft is not None else []
 
-    async def load_adapter(self, name: str, path: str | Path) -> None:
-        """Load a peft adapter saved at `path`; requests then ask for it by `name`."""
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Load a peft adapter saved at `path`; requests then ask for it by `name`.
+
+        Runs on the batcher thread between decode steps (peft edits the model's modules),
+        so it is safe while requests are in flight; it blocks for well under a second.
+        """
 
         def load() -> None:
             from peft import PeftModel
@@ -83,8 +91,9 @@ class LocalLM:
             else:
                 self._peft.load_adapter(str(path), adapter_name=name)
             self._peft.eval()
+            self.batcher.prefixes.clear()  # cached KV was computed with the old weights
 
-        await self.batcher.call(load, ANY_ADAPTER)
+        self.batcher.call_blocking(load)
 
     def _activate(self, adapter: str | None) -> None:
         """Runs on the batcher thread between groups of rows."""
@@ -160,32 +169,21 @@ class LocalLM:
         """Sum of log-probabilities of each choice's tokens right after the prompt.
 
         The choice's tokens only: no end-of-turn token, so "Yes" also scores the start of
-        "Yes, because...". One forward pass over all choices, left-padded so that every
-        choice ends in the last column and only those columns reach the lm_head.
+        "Yes, because...". Concurrent calls are scored together in one forward pass.
         """
         if adapter is not None and adapter not in self.adapters:
             raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
         prompt = self.prompt_ids(messages)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
-        return await self.batcher.call(lambda: self._score(prompt, answers), adapter)
+        return await self.scorer.score(prompt, answers, adapter)
 
-    def _score(self, prompt: list[int], answers: list[list[int]]) -> list[float]:
-        width = len(prompt) + max(map(len, answers))
-        keep = max(map(len, answers)) + 1
-        pad = self.batcher.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(prompt) - len(a)) + prompt + a for a in answers])
-        mask = torch.tensor([[0] * (width - len(prompt) - len(a)) + [1] * (len(prompt) + len(a)) for a in answers])
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        with torch.inference_mode():
-            logits = self.model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep
-            ).logits
-            logp = torch.log_softmax(logits.float(), -1)
-        # token j of an answer of length k is predicted at kept column keep - k - 1 + j
-        return [
-            sum(float(logp[i, keep - len(a) - 1 + j, t]) for j, t in enumerate(a))
-            for i, a in enumerate(answers)
-        ]
+    def _head_fp32(self) -> torch.Tensor:
+        if self._head is None:
+            self._head = self.model.lm_head.weight.detach().float()
+        return self._head
 
     def close(self) -> None:
         self.batcher.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)

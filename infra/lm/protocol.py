@@ -45,9 +45,7 @@ class LM(Protocol):
 
     async def complete(self, messages: list[Message], **params) -> Completion: ...
 
-    async def complete_batch(
-        self, batch: list[list[Message]], **params
-    ) -> list[Completion]: ...
+    async def complete_batch(self, batch: list[list[Message]], **params) -> list[Completion]: ...
 
     async def choice_logprobs(
         self, messages: list[Message], choices: list[str], adapter: str | None = None

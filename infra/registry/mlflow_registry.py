@@ -113,8 +113,14 @@ class Registry:
         tags: dict[str, str] | None = None,
     ) -> int:
         _check_prompt_name(name)
+        # A copy: MLflow adds its prompt marker to the dict it is given, and a caller that
+        # reuses the dict for a model version would then be refused ("Prompts cannot be
+        # registered as models").
         version = mlflow.genai.register_prompt(
-            name=name, template=template, commit_message=commit_message or None, tags=tags
+            name=name,
+            template=template,
+            commit_message=commit_message or None,
+            tags=dict(tags or {}),
         )
         return int(version.version)
 

@@ -1,0 +1,80 @@
+"""The demo night's wall time and peak memory, stage by stage (`make bench-demo`).
+
+Runs the real nightly flow on the embedded defaults in a fresh state folder, samples
+the process's resident memory every 0.1 s, and attributes the peak to the stage whose
+interval the sample falls in.
+
+    .venv/bin/python benchmarks/demo.py [--keep-state DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+class MemorySampler(threading.Thread):
+    def __init__(self, every_s: float = 0.1):
+        super().__init__(daemon=True)
+        self.every_s, self.samples, self._stop = every_s, [], threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), rss_bytes()))
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join()
+
+    def peak(self, start: float, end: float) -> int:
+        inside = [rss for t, rss in self.samples if start <= t <= end]
+        return max(inside, default=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keep-state", help="state folder to use (default: a temporary one)")
+    args = parser.parse_args()
+    state = Path(args.keep_state or tempfile.mkdtemp(prefix="flywheel-bench-"))
+    os.environ["FLYWHEEL_STATE_DIR"] = str(state)
+
+    from flows.cli import _prepare_environment
+    from infra.settings import Settings
+
+    settings = Settings()
+    _prepare_environment(settings.state_dir)
+    from flows.nightly import nightly
+    from flows.runtime import runtime
+
+    sampler = MemorySampler()
+    sampler.start()
+    start = time.time()
+    runtime(settings)
+    report = asyncio.run(nightly(run_id="bench"))
+    total = time.time() - start
+    sampler.stop()
+
+    print(
+        f"\ndemo night: {total:.1f} s wall, peak RSS {sampler.peak(start, time.time()) / 2**20:.0f} MiB"
+    )
+    print(f"{'stage':<14}{'seconds':>9}{'peak RSS MiB':>14}")
+    for name, (begin, end) in report.stage_intervals.items():
+        print(f"{name:<14}{end - begin:>9.1f}{sampler.peak(begin, end) / 2**20:>14.0f}")
+    print(f"{'(start-up)':<14}{min(b for b, _ in report.stage_intervals.values()) - start:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

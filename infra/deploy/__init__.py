@@ -1,0 +1,1 @@
+"""Deployment files for users' machines: compose stack and Prefect deployment."""

@@ -1,0 +1,18 @@
+"""Pick the `LM` backend the settings name."""
+
+from __future__ import annotations
+
+from infra.lm.protocol import LM
+from infra.settings import LMSettings
+
+
+def make_lm(settings: LMSettings) -> LM:
+    """LocalLM (in process) or OpenAILM (any OpenAI-compatible server); imports lazily so
+    the OpenAI backend never loads torch."""
+    if settings.backend == "local":
+        from infra.lm.local import LocalLM
+
+        return LocalLM(settings)
+    from infra.lm.openai_lm import OpenAILM
+
+    return OpenAILM(settings)

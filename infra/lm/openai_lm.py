@@ -1,0 +1,141 @@
+"""The remote backend: any OpenAI-compatible endpoint (vLLM, llama.cpp server, OpenAI)."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import httpx
+from openai import AsyncOpenAI
+
+from infra.lm.model_files import resolve_model_path
+from infra.lm.protocol import Completion, Message, Usage
+from infra.settings import LMSettings
+
+# What a choice scores when its first token is not among the top 20 the server returns:
+# below any listed token, so it ranks last, but finite so ratios stay defined.
+MISSING_LOGPROB = -100.0
+
+
+class OpenAILM:
+    """`LM` over the `openai` SDK.
+
+    Retries (connection errors, timeouts, 408/409/429/5xx) with exponential backoff and
+    jitter are the SDK's own, `settings.max_retries` times. An adapter is a model name:
+    vLLM serves each LoRA adapter under its own name (`--lora-modules name=path`).
+    """
+
+    def __init__(self, settings: LMSettings, http_client: httpx.AsyncClient | None = None):
+        self.model = settings.model
+        self._settings = settings
+        key = settings.api_key.get_secret_value() if settings.api_key else "EMPTY"
+        self.client = AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=key,  # only the SDK holds it; nothing here prints or logs it
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+            http_client=http_client,
+        )
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+
+    @cached_property
+    def model_path(self) -> str:
+        """A local copy of the served base model, which LoRA training starts from."""
+        return str(resolve_model_path(self._settings.model_path))
+
+    def load_adapter(self, name: str, path: str | Path) -> None:
+        """Ask the server to load a LoRA adapter from `path` (a path the server can read).
+
+        vLLM's runtime loading (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); flywheel's own
+        server has the same endpoint.
+        """
+        response = httpx.post(
+            f"{str(self.client.base_url).rstrip('/')}/load_lora_adapter",
+            json={"lora_name": name, "lora_path": str(path)},
+            headers={"Authorization": f"Bearer {self.client.api_key}"},
+            timeout=self._settings.timeout_s,
+        )
+        response.raise_for_status()
+
+    def __repr__(self) -> str:
+        return f"OpenAILM(base_url={str(self.client.base_url)!r}, model={self.model!r})"
+
+    async def _create(self, **kwargs: Any):
+        async with self._slots:
+            return await self.client.chat.completions.create(**kwargs)
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        adapter: str | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        extra: dict[str, Any] = {}
+        if stop:
+            extra["stop"] = stop
+        if seed is not None:
+            extra["seed"] = seed
+        if logprobs or top_logprobs:
+            extra["logprobs"] = True
+            if top_logprobs:
+                extra["top_logprobs"] = top_logprobs
+        response = await self._create(
+            model=adapter or self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            **extra,
+        )
+        choice = response.choices[0]
+        usage = response.usage
+        content = choice.logprobs.content if choice.logprobs else None
+        return Completion(
+            text=choice.message.content or "",
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            token_logprobs=[t.logprob for t in content]
+            if extra.get("logprobs") and content
+            else None,
+            finish_reason=choice.finish_reason or "stop",
+        )
+
+    async def complete_batch(self, batch: list[list[Message]], **params) -> list[Completion]:
+        return list(await asyncio.gather(*(self.complete(m, **params) for m in batch)))
+
+    async def choice_logprobs(
+        self, messages: list[Message], choices: list[str], adapter: str | None = None
+    ) -> list[float]:
+        """An approximation: the log-probability of each choice's FIRST token only.
+
+        Chat servers do not score given text, so we read the top 20 alternatives for the
+        first reply token and give each choice the listed token that is the longest
+        prefix of it (leading spaces ignored). Choices sharing a first token tie; a
+        choice with no listed prefix gets MISSING_LOGPROB. LocalLM scores exactly.
+        """
+        response = await self._create(
+            model=adapter or self.model,
+            messages=messages,
+            max_tokens=1,
+            temperature=0.0,
+            logprobs=True,
+            top_logprobs=20,
+        )
+        content = response.choices[0].logprobs.content if response.choices[0].logprobs else []
+        listed = [
+            (t.token.strip(), t.logprob) for t in (content[0].top_logprobs if content else [])
+        ]
+        scores = []
+        for choice in choices:
+            prefixes = [(len(t), lp) for t, lp in listed if t and choice.strip().startswith(t)]
+            scores.append(max(prefixes)[1] if prefixes else MISSING_LOGPROB)
+        return scores
+
+    async def aclose(self) -> None:
+        await self.client.close()
