@@ -67,9 +67,8 @@ def main() -> None:
     total = time.time() - start
     sampler.stop()
 
-    print(
-        f"\ndemo night: {total:.1f} s wall, peak RSS {sampler.peak(start, time.time()) / 2**20:.0f} MiB"
-    )
+    peak = sampler.peak(start, time.time()) / 2**20
+    print(f"\ndemo night: {total:.1f} s wall, peak RSS {peak:.0f} MiB")
     print(f"{'stage':<14}{'seconds':>9}{'peak RSS MiB':>14}")
     for name, (begin, end) in report.stage_intervals.items():
         print(f"{name:<14}{end - begin:>9.1f}{sampler.peak(begin, end) / 2**20:>14.0f}")

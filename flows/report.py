@@ -37,6 +37,9 @@ class NightReport:
         out |= {
             "judge_metric_calls": self.judge.metric_calls,
             "judge_threshold": self.judge.threshold,
+            "judge_val_kappa_best": self.judge.val_kappa,
+            "judge_val_kappa_seed": self.judge.seed_val_kappa,
+            "judge_kept_seed": float(self.judge.kept_seed),
             "agent_metric_calls": self.prompt.metric_calls,
             "agent_reflection_calls": self.prompt.reflection_calls,
             "agent_candidates": self.prompt.candidates,
@@ -101,6 +104,19 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def notes(report: NightReport) -> list[str]:
+    out = []
+    j = report.judge
+    if j.kept_seed:
+        out.append(
+            f"Judge: kept the seed rubric; GEPA's best had validation κ {j.val_kappa:.3f} "
+            f"vs the seed's {j.seed_val_kappa:.3f}."
+        )
+    if report.lora.note:
+        out.append(f"LoRA round: {report.lora.note}")
+    return out
+
+
 def print_summary(report: NightReport, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"flywheel night {report.run_id} ({report.seconds:.0f} s)")
@@ -109,8 +125,8 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
     for row in summary_rows(report):
         table.add_row(*row)
     console.print(table)
-    if report.lora.note:
-        console.print(f"LoRA round: {report.lora.note}")
+    for note in notes(report):
+        console.print(note)
     skipped = report.collected.get("skipped_records", 0)
     if skipped:
         console.print(
@@ -128,8 +144,7 @@ def render_markdown(report: NightReport) -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
-    if report.lora.note:
-        lines += ["", f"LoRA round: {report.lora.note}"]
+    lines += [""] + notes(report)
     if report.registered:
         lines += ["", report.registered.describe()]
     return "\n".join(lines)

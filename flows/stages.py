@@ -41,6 +41,9 @@ class JudgeStage:
     seed_prompts: dict[str, str]
     seed_threshold: float
     seed_heldout: dict[str, float]
+    val_kappa: float  # GEPA's best rubric on validation labels
+    seed_val_kappa: float
+    kept_seed: bool  # GEPA's best did not agree better on validation labels
     metric_calls: int
     sizes: dict[str, int]
     seconds: float
@@ -102,7 +105,7 @@ async def align_judge_stage(
         val,
         heldout,
         config,
-        reflection_lm(rt.lm, rt.settings.agent_opt.reflection_max_tokens, seed),
+        reflection_lm(rt.lm, cfg.reflection_max_tokens, seed),
         on_event,
     )
     return JudgeStage(
@@ -112,6 +115,9 @@ async def align_judge_stage(
         seed_prompts=dict(SEED_JUDGE_PROMPTS),
         seed_threshold=aligned.seed_threshold,
         seed_heldout=aligned.seed_heldout,
+        val_kappa=aligned.val_kappa,
+        seed_val_kappa=aligned.seed_val_kappa,
+        kept_seed=aligned.kept_seed,
         metric_calls=aligned.metric_calls,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
         seconds=time.perf_counter() - start,

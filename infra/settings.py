@@ -55,19 +55,20 @@ class JudgeSettings(BaseModel):
     """Aligning the LLM judge to the human annotations."""
 
     heldout_fraction: float = 0.4
-    max_metric_calls: int = 240  # GEPA budget for the judge prompt
+    max_metric_calls: int = 160  # GEPA budget for the judge prompt
     reflection_minibatch_size: int = 6
+    reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
 
 
 class AgentOptSettings(BaseModel):
     """GEPA on the agent's prompts, with the aligned judge as metric."""
 
-    max_metric_calls: int = 360
+    max_metric_calls: int = 200
     reflection_minibatch_size: int = 6
-    pareto_size: int = 24  # examples in the Pareto (validation) set
+    pareto_size: int = 20  # examples in the Pareto (validation) set
     max_tokens: int = 24  # the agent's reply budget
-    reflection_max_tokens: int = 320
+    reflection_max_tokens: int = 200
     seed: int = 0
 
 

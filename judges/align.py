@@ -3,7 +3,8 @@
 The per-example metric is the probability the judge gives to the human's label,
 weighted so both labels count equally (a judge that always says "fail" must not win
 on a mostly-failing sample). After the search, the pass threshold is calibrated on the
-training annotations; agreement is then measured on held-out ones only.
+training annotations, the validation labels decide between the seed and GEPA's best,
+and agreement is measured on held-out labels only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from gepa_opt import Adapter, EvaluationBatch, GEPAConfig, GEPAResult, optimize
 from infra.lm import LM
 from judges.calibration import calibrate_threshold
-from judges.metrics import agreement_report
+from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.types import JudgedItem
 
@@ -71,27 +72,39 @@ class JudgeAlignmentAdapter(Adapter):
 
 @dataclass
 class AlignedJudge:
-    prompts: dict[str, str]
+    prompts: dict[
+        str, str
+    ]  # the judge to use: GEPA's best, or the seed if that did not agree better
     threshold: float
     heldout: dict[str, float]  # agreement_report on held-out labels
     seed_heldout: dict[str, float]
     seed_threshold: float
+    val_kappa: float  # what chose between the two: kappa on the validation labels
+    seed_val_kappa: float
+    kept_seed: bool
     metric_calls: int
     result: GEPAResult | None = field(default=None, repr=False)
 
 
-async def calibrated(lm: LM, prompts: dict[str, str], items: list[JudgedItem]) -> float:
-    probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
-    return calibrate_threshold(probs, [bool(i.human_pass) for i in items])
+def _labels(items: list[JudgedItem]) -> list[bool]:
+    return [bool(i.human_pass) for i in items]
+
+
+async def fit_and_validate(
+    lm: LM, prompts: dict[str, str], train: list[JudgedItem], val: list[JudgedItem]
+) -> tuple[float, float]:
+    """(threshold calibrated on train, kappa on val at that threshold)."""
+    probs = await PointwiseJudge(lm, prompts).p_pass_many(train + val)
+    threshold = calibrate_threshold(probs[: len(train)], _labels(train))
+    verdicts = [p >= threshold for p in probs[len(train) :]]
+    return threshold, cohen_kappa(verdicts, _labels(val))
 
 
 async def heldout_agreement(
     lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
 ) -> dict[str, float]:
     probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
-    return agreement_report(
-        [p >= threshold for p in probs], [bool(i.human_pass) for i in items], seed
-    )
+    return agreement_report([p >= threshold for p in probs], _labels(items), seed)
 
 
 async def align_judge(
@@ -104,8 +117,10 @@ async def align_judge(
     reflection_lm: Callable[[str], Awaitable[str]],
     on_event: Callable[[Any], None] | None = None,
 ) -> AlignedJudge:
-    """GEPA on the judge prompt (train = feedback, val = Pareto set), then calibrate on
-    train + val and report agreement on held-out; held-out never steers the search."""
+    """GEPA on the judge prompt (train = feedback, val = Pareto set). GEPA's best must then
+    beat the seed on val kappa with a threshold fitted on train, or the seed stays: the
+    search metric is only a surrogate, and a small reflection model can propose rubrics
+    that game it. Held-out labels are only ever reported, never used to choose."""
     adapter = JudgeAlignmentAdapter(lm, label_weights(train + val))
     result = await optimize(
         seed_prompts,
@@ -118,20 +133,24 @@ async def align_judge(
         on_event=on_event,
     )
     best = result.best_candidate
-    selection = train + val
-    seed_threshold, threshold = await asyncio.gather(
-        calibrated(lm, seed_prompts, selection), calibrated(lm, best, selection)
+    (seed_threshold, seed_kappa), (best_threshold, best_kappa) = await asyncio.gather(
+        fit_and_validate(lm, seed_prompts, train, val), fit_and_validate(lm, best, train, val)
     )
-    seed_report, best_report = await asyncio.gather(
+    kept_seed = best_kappa <= seed_kappa
+    chosen, threshold = (seed_prompts, seed_threshold) if kept_seed else (best, best_threshold)
+    seed_report, chosen_report = await asyncio.gather(
         heldout_agreement(lm, seed_prompts, seed_threshold, heldout, config.seed),
-        heldout_agreement(lm, best, threshold, heldout, config.seed),
+        heldout_agreement(lm, chosen, threshold, heldout, config.seed),
     )
     return AlignedJudge(
-        prompts=best,
+        prompts=dict(chosen),
         threshold=threshold,
-        heldout=best_report,
+        heldout=chosen_report,
         seed_heldout=seed_report,
         seed_threshold=seed_threshold,
+        val_kappa=best_kappa,
+        seed_val_kappa=seed_kappa,
+        kept_seed=kept_seed,
         metric_calls=result.metric_calls_used,
         result=result,
     )

@@ -19,9 +19,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from infra.lm.factory import make_lm
-
 from infra.agents.intent_router import LABELS, SEED_PROMPTS, IntentRouter, parse_intent
+from infra.lm.factory import make_lm
 from infra.settings import LMSettings
 from infra.types import Example
 
@@ -70,7 +69,8 @@ async def main() -> None:
     traffic = sample("train", TRACES_PER_INTENT, rng)
     heldout = sample("validate", HELDOUT_PER_INTENT, rng)
     ids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in traffic]
-    examples = [Example(id=i, inputs={"request": text}) for i, (text, _) in zip(ids, traffic, strict=True)]
+    requests = [text for text, _ in traffic]
+    examples = [Example(id=i, inputs={"request": t}) for i, t in zip(ids, requests, strict=True)]
     rollouts = await asyncio.gather(
         *(agent.run(ex, SEED_PROMPTS, lm, temperature=0.0) for ex in examples)
     )

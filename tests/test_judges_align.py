@@ -62,3 +62,34 @@ async def test_pointwise_judge_reads_probabilities():
     judge = PointwiseJudge(ScriptedLM(p_first=lambda m: 0.3), {"rubric": "r"}, threshold=0.25)
     verdict = await judge.verdict(JudgedItem("t", "in", "out"))
     assert abs(verdict.p_pass - 0.3) < 1e-9 and verdict.passed
+
+
+async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
+    items = judged(36)
+
+    def p_yes_gamed(messages):
+        rubric, user = messages[0]["content"], messages[1]["content"]
+        passes = "Reply:\nright" in user
+        if "be very sure" in rubric:  # confident on most items, no signal on the rest
+            special = int(user.split("request ")[1].split("\n")[0]) % 4 != 0
+            return (0.99 if passes else 0.01) if special else 0.5
+        return 0.45 if passes else 0.40  # weak but perfectly ranked
+
+    lm = ScriptedLM(reply=lambda m: "```\nJudge and be very sure.\n```", p_first=p_yes_gamed)
+
+    async def reflect(prompt: str) -> str:
+        return (await lm.complete([{"role": "user", "content": prompt}])).text
+
+    aligned = await align_judge(
+        lm,
+        {"rubric": "Judge the reply."},
+        items[:12],
+        items[12:24],
+        items[24:],
+        GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
+        reflect,
+    )
+    assert "be very sure" in aligned.result.best_candidate["rubric"]  # the search took it
+    assert aligned.kept_seed and aligned.prompts == {"rubric": "Judge the reply."}
+    assert aligned.seed_val_kappa == 1.0 and aligned.val_kappa < 1.0
+    assert aligned.heldout == aligned.seed_heldout
