@@ -28,15 +28,15 @@ def rss_bytes() -> int:
 class MemorySampler(threading.Thread):
     def __init__(self, every_s: float = 0.1):
         super().__init__(daemon=True)
-        self.every_s, self.samples, self._stop = every_s, [], threading.Event()
+        self.every_s, self.samples, self._halt = every_s, [], threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.samples.append((time.time(), rss_bytes()))
-            self._stop.wait(self.every_s)
+            self._halt.wait(self.every_s)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
     def peak(self, start: float, end: float) -> int:
@@ -57,6 +57,7 @@ def main() -> None:
     settings = Settings()
     _prepare_environment(settings.state_dir)
     from flows.nightly import nightly
+    from flows.report import print_summary
     from flows.runtime import runtime
 
     sampler = MemorySampler()
@@ -66,6 +67,7 @@ def main() -> None:
     report = asyncio.run(nightly(run_id="bench"))
     total = time.time() - start
     sampler.stop()
+    print_summary(report)
 
     peak = sampler.peak(start, time.time()) / 2**20
     print(f"\ndemo night: {total:.1f} s wall, peak RSS {peak:.0f} MiB")

@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     from flows.report import print_summary
     from flows.runtime import runtime
 
-    runtime(settings)
+    runtime(settings).preflight()
     run_id = args.resume or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     console.print(f"flywheel night [bold]{run_id}[/] — state in {settings.state_dir.resolve()}")
     report = asyncio.run(nightly(run_id=run_id))

@@ -13,6 +13,7 @@ from pathlib import Path
 from infra.agents import Agent, load_agent
 from infra.lm import LM
 from infra.lm.factory import make_lm
+from infra.lm.model_files import resolve_model_path
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces import TraceSource
@@ -39,6 +40,14 @@ class Runtime:
     @cached_property
     def registry(self) -> Registry:
         return Registry(self.settings)
+
+    def preflight(self) -> None:
+        """Fail before the night starts, with one sentence, if the model, the trace source
+        or the registry cannot be reached (each raises a UserFacingError)."""
+        if self.settings.lm.backend == "local":
+            resolve_model_path(self.settings.lm.model_path)
+        self.traces.fetch(since=None, limit=1)
+        self.registry  # noqa: B018 - opening the store is the check
 
     def heldout_path(self) -> Path:
         if self.settings.eval.heldout_path:

@@ -223,9 +223,8 @@ async def lora_stage(
         for k in range(cfg.samples_per_example)
     ]
     rollouts = await judge_rollouts(judge_of(rt, judge), list(await asyncio.gather(*runs)))
-    records = sft_records(
-        rollouts, cfg.min_judge_score, cfg.max_train_examples, rt.settings.agent_opt.seed
-    )
+    min_score = judge.threshold if cfg.min_judge_score is None else cfg.min_judge_score
+    records = sft_records(rollouts, min_score, cfg.max_train_examples, rt.settings.agent_opt.seed)
     if not records:
         return LoraStage(
             None,

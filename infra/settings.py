@@ -55,7 +55,7 @@ class JudgeSettings(BaseModel):
     """Aligning the LLM judge to the human annotations."""
 
     heldout_fraction: float = 0.4
-    max_metric_calls: int = 160  # GEPA budget for the judge prompt
+    max_metric_calls: int = 200  # GEPA budget for the judge prompt
     reflection_minibatch_size: int = 6
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
@@ -64,7 +64,7 @@ class JudgeSettings(BaseModel):
 class AgentOptSettings(BaseModel):
     """GEPA on the agent's prompts, with the aligned judge as metric."""
 
-    max_metric_calls: int = 200
+    max_metric_calls: int = 320
     reflection_minibatch_size: int = 6
     pareto_size: int = 20  # examples in the Pareto (validation) set
     max_tokens: int = 24  # the agent's reply budget
@@ -78,8 +78,8 @@ class LoraSettings(BaseModel):
     enabled: bool = True
     samples_per_example: int = 2
     sample_temperature: float = 0.8
-    max_train_examples: int = 96
-    min_judge_score: float = 0.5
+    max_train_examples: int = 64
+    min_judge_score: float | None = None  # None = the aligned judge's calibrated pass threshold
     rank: int = 8
     alpha: int = 16
     dropout: float = 0.05
