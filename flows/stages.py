@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -20,7 +19,7 @@ from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
 from infra.lm.model_files import resolve_model_path
 from infra.lm.reflection import reflection_lm
-from infra.types import Example
+from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
 from judges.align import align_judge
 from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
@@ -46,7 +45,6 @@ class JudgeStage:
     kept_seed: bool  # GEPA's best did not agree better on validation labels
     metric_calls: int
     sizes: dict[str, int]
-    seconds: float
 
 
 @dataclass
@@ -57,7 +55,6 @@ class PromptStage:
     metric_calls: int
     reflection_calls: int
     candidates: int
-    seconds: float
 
 
 @dataclass
@@ -68,7 +65,6 @@ class LoraStage:
     train_loss: float | None
     val_without: float
     val_with: float | None
-    seconds: float
     note: str = ""
 
     @property
@@ -82,14 +78,12 @@ class Evaluation:
     n: int
     accuracy: float | None  # against true labels, when the examples have them
     judge_pass_rate: float
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 async def align_judge_stage(
     rt: Runtime, items: list[JudgedItem], on_event: OnEvent = None
 ) -> JudgeStage:
     cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
-    start = time.perf_counter()
     selection, heldout = stratified_split(items, cfg.heldout_fraction, seed)
     train, val = stratified_split(selection, 0.4, seed + 1)
     config = GEPAConfig(
@@ -120,7 +114,6 @@ async def align_judge_stage(
         kept_seed=aligned.kept_seed,
         metric_calls=aligned.metric_calls,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
-        seconds=time.perf_counter() - start,
     )
 
 
@@ -146,7 +139,6 @@ async def optimize_prompts_stage(
     on_event: OnEvent = None,
 ) -> PromptStage:
     cfg = rt.settings.agent_opt
-    start = time.perf_counter()
     trainset, valset = split_examples(rt, examples)
     adapter = AgentJudgeAdapter(
         rt.agent, rt.lm, judge_of(rt, judge), max_tokens=cfg.max_tokens, temperature=0.0
@@ -173,7 +165,6 @@ async def optimize_prompts_stage(
         metric_calls=result.metric_calls_used,
         reflection_calls=result.reflection_calls,
         candidates=len(result.candidates),
-        seconds=time.perf_counter() - start,
     )
 
 
@@ -185,15 +176,7 @@ async def evaluate_agent(
     adapter: str | None = None,
 ) -> Evaluation:
     """Held-out evaluation: true-label accuracy where known, and the judge's pass rate."""
-    params = {
-        "max_tokens": rt.settings.agent_opt.max_tokens,
-        "temperature": 0.0,
-        "adapter": adapter,
-    }
-    rollouts = list(
-        await asyncio.gather(*(rt.agent.run(ex, prompts, rt.lm, **params) for ex in examples))
-    )
-    await judge_rollouts(judge_of(rt, judge), rollouts)
+    rollouts = await judged_rollouts(rt, prompts, examples, judge, adapter)
     true = [rt.agent.reference_score(r.example, r.output) for r in rollouts]
     known = [t for t in true if t is not None]
     return Evaluation(
@@ -203,42 +186,51 @@ async def evaluate_agent(
     )
 
 
+async def judged_rollouts(
+    rt: Runtime,
+    prompts: dict[str, str],
+    examples: list[Example],
+    judge: JudgeStage,
+    adapter: str | None = None,
+    **params: Any,
+) -> list[Rollout]:
+    """The agent on each example (greedy unless `params` say otherwise), judged."""
+    params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": 0.0} | params
+    runs = (rt.agent.run(ex, prompts, rt.lm, adapter=adapter, **params) for ex in examples)
+    return await judge_rollouts(judge_of(rt, judge), list(await asyncio.gather(*runs)))
+
+
 async def lora_stage(
     rt: Runtime, examples: list[Example], prompts: dict[str, str], judge: JudgeStage, run_dir: Path
 ) -> LoraStage:
     """One slow-loop round: sample, judge, keep the best (rejection sampling), SFT a LoRA
     adapter, and keep it only if the judge prefers it on the Pareto set (never held-out)."""
-    cfg, start = rt.settings.lora, time.perf_counter()
+    cfg = rt.settings.lora
     trainset, valset = split_examples(rt, examples)
-    without = await _judge_mean(rt, prompts, valset, judge, adapter=None)
+    without = fmean(r.score for r in await judged_rollouts(rt, prompts, valset, judge))
     if not cfg.enabled or rt.settings.lm.backend != "local":
         reason = (
             "disabled in settings" if not cfg.enabled else "LoRA training needs the local backend"
         )
-        return LoraStage(None, False, 0, None, without, None, time.perf_counter() - start, reason)
-    params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": cfg.sample_temperature}
-    runs = [
-        rt.agent.run(ex, prompts, rt.lm, seed=k, **params)
-        for ex in trainset
-        for k in range(cfg.samples_per_example)
-    ]
-    rollouts = await judge_rollouts(judge_of(rt, judge), list(await asyncio.gather(*runs)))
+        return LoraStage(None, False, 0, None, without, None, note=reason)
+    samples = await asyncio.gather(
+        *(
+            judged_rollouts(
+                rt, prompts, trainset, judge, temperature=cfg.sample_temperature, seed=k
+            )
+            for k in range(cfg.samples_per_example)
+        )
+    )
+    rollouts = [rollout for batch in samples for rollout in batch]
     min_score = judge.threshold if cfg.min_judge_score is None else cfg.min_judge_score
     records = sft_records(rollouts, min_score, cfg.max_train_examples, rt.settings.agent_opt.seed)
     if not records:
-        return LoraStage(
-            None,
-            False,
-            0,
-            None,
-            without,
-            None,
-            time.perf_counter() - start,
-            "no rollout passed the judge",
-        )
+        return LoraStage(None, False, 0, None, without, None, note="no rollout passed the judge")
     adapter_dir, train_loss = await _train_once(rt, records, run_dir)
     name = ensure_adapter(rt, run_dir.name, str(adapter_dir))
-    with_adapter = await _judge_mean(rt, prompts, valset, judge, adapter=name)
+    with_adapter = fmean(
+        r.score for r in await judged_rollouts(rt, prompts, valset, judge, adapter=name)
+    )
     keep = with_adapter >= without
     return LoraStage(
         trained_path=str(adapter_dir),
@@ -247,7 +239,6 @@ async def lora_stage(
         train_loss=train_loss,
         val_without=without,
         val_with=with_adapter,
-        seconds=time.perf_counter() - start,
         note="" if keep else "not kept: the judge preferred the base model on the Pareto set",
     )
 
@@ -280,18 +271,3 @@ def ensure_adapter(rt: Runtime, run_id: str, path: str) -> str:
     if name not in rt.lm.adapters:
         rt.lm.load_adapter(name, path)
     return name
-
-
-async def _judge_mean(
-    rt: Runtime, prompts, examples, judge: JudgeStage, adapter: str | None
-) -> float:
-    params = {
-        "max_tokens": rt.settings.agent_opt.max_tokens,
-        "temperature": 0.0,
-        "adapter": adapter,
-    }
-    rollouts = list(
-        await asyncio.gather(*(rt.agent.run(ex, prompts, rt.lm, **params) for ex in examples))
-    )
-    await judge_rollouts(judge_of(rt, judge), rollouts)
-    return fmean(r.score for r in rollouts) if rollouts else 0.0
