@@ -69,6 +69,16 @@ def make_requests(lm: LocalLM, n: int, seed: int = 0) -> list[Request]:
     return requests
 
 
+def reference_requests(lm: LocalLM, n: int, seed: int = 3) -> list[Request]:
+    """The issue's reference shape: a bare user message, 128 new tokens each."""
+    rng = random.Random(seed)
+    pairs = utterances()
+    return [
+        Request(lm.prompt_ids([{"role": "user", "content": rng.choice(pairs)[1]}]), 128)
+        for _ in range(n)
+    ]
+
+
 def agent_requests(lm: LocalLM, n: int, seed: int = 1) -> list[Request]:
     """One system prompt and few-shot turns shared by all; a user message of its own each."""
     rng = random.Random(seed)
@@ -212,6 +222,9 @@ async def main(levels: list[int], agent_levels: list[int]) -> None:
     describe("agent (shared system prompt + few-shot turns)", agents)
     await compare(lm, agents, agent_levels)
     await judge(lm, 32)
+    reference = reference_requests(lm, max(levels + [4]))
+    describe("reference (bare user message, equal outputs)", reference)
+    await compare(lm, reference, levels)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     lm.close()
 
