@@ -51,11 +51,11 @@ def main() -> None:
     state = Path(args.keep_state or tempfile.mkdtemp(prefix="flywheel-bench-"))
     os.environ["FLYWHEEL_STATE_DIR"] = str(state)
 
-    from flows.cli import _prepare_environment
+    from flows.environment import prepare_environment
     from infra.settings import Settings
 
     settings = Settings()
-    _prepare_environment(settings.state_dir)
+    prepare_environment(settings.state_dir)
     from flows.nightly import nightly
     from flows.report import print_summary
     from flows.runtime import runtime

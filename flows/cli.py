@@ -4,34 +4,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 from rich.console import Console
 
+from flows.environment import prepare_environment
+
 console = Console(stderr=True)
-
-
-def _prepare_environment(state_dir: Path) -> None:
-    """Settings the outside libraries read at import: keep everything local and quiet."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_HOME", str((state_dir / "prefect").resolve()))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def _run(args: argparse.Namespace) -> int:
     from infra.settings import Settings
 
     settings = Settings()
-    _prepare_environment(settings.state_dir)
+    prepare_environment(settings.state_dir)
     from flows.nightly import nightly
     from flows.report import print_summary
     from flows.runtime import runtime

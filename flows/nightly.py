@@ -41,7 +41,9 @@ async def collect_traces(run_id: str) -> Collected:
 @_stage("align-judge")
 async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
     with StageProgress("judge alignment", runtime().settings.judge.max_metric_calls) as progress:
-        return await stages.align_judge_stage(runtime(), collected.items, progress.on_event)
+        stage = await stages.align_judge_stage(runtime(), collected.items, progress.on_event)
+    stage.curve = progress.curve
+    return stage
 
 
 @_stage("optimize-prompts")
@@ -50,9 +52,11 @@ async def optimize_prompts(
 ) -> stages.PromptStage:
     rt = runtime()
     with StageProgress("agent prompts (GEPA)", rt.settings.agent_opt.max_metric_calls) as progress:
-        return await stages.optimize_prompts_stage(
+        stage = await stages.optimize_prompts_stage(
             rt, collected.examples, seed_prompts, judge, progress.on_event
         )
+    stage.curve = progress.curve
+    return stage
 
 
 @_stage("lora-round")

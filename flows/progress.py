@@ -25,7 +25,10 @@ class StageProgress:
 
     def __init__(self, description: str, total_metric_calls: int | None):
         self.description = description
-        self.best: float | None = None
+        self.calls_used = 0
+        # (metric calls used, best validation score) each time the frontier moved: the
+        # optimization curve, logged to MLflow as a metric history
+        self.curve: list[tuple[int, float]] = []
         columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn()]
         if total_metric_calls:
             columns[2:2] = [
@@ -45,9 +48,10 @@ class StageProgress:
 
     def on_event(self, event: GEPAEvent) -> None:
         if isinstance(event, BudgetUsed):
+            self.calls_used = event.metric_calls_used
             self._progress.update(self._task, completed=event.metric_calls_used)
         elif isinstance(event, FrontierChanged):
-            self.best = event.best_score
+            self.curve.append((self.calls_used, event.best_score))
             self._progress.update(
                 self._task,
                 best=f"· best {event.best_score:.3f} · {event.num_candidates} candidates",

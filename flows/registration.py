@@ -69,6 +69,9 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
     with registry.start_run(f"nightly-{run_id}", tags=tags) as run:
         registry.log_params(safe_params(settings))
         registry.log_metrics(metrics)
+        for name, curve in (("judge", report.judge.curve), ("agent", report.prompt.curve)):
+            for calls, best in curve:  # the optimization curve, step = metric calls spent
+                registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
         registry.log_text(render_markdown(report), "report.md")
         prompt_versions = _register_prompts(
             registry, settings.registry.prompt_name, report.prompt.prompts, run_id, tags
@@ -89,7 +92,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             report.lora.adapter_path,
             [f"prompts:/{name}/{v}" for name, v in prompt_versions.items()],
             metrics,
-            tags,
+            tags | {"flywheel.judge_trusted": str(report.judge.trusted).lower()},
         )
         run_id_mlflow = run.info.run_id
     return Registered(

@@ -40,6 +40,7 @@ class NightReport:
             "judge_val_kappa_best": self.judge.val_kappa,
             "judge_val_kappa_seed": self.judge.seed_val_kappa,
             "judge_kept_seed": float(self.judge.kept_seed),
+            "judge_trusted": float(self.judge.trusted),
             "agent_metric_calls": self.prompt.metric_calls,
             "agent_reflection_calls": self.prompt.reflection_calls,
             "agent_candidates": self.prompt.candidates,
@@ -107,6 +108,12 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
 def notes(report: NightReport) -> list[str]:
     out = []
     j = report.judge
+    if not j.trusted:
+        out.append(
+            f"Judge not trusted: held-out κ {j.heldout.get('kappa', 0.0):.3f} < "
+            f"{j.min_kappa}. The agent was optimized against it anyway, and this version is "
+            "registered with flywheel.judge_trusted=false: do not promote it."
+        )
     if j.kept_seed:
         out.append(
             f"Judge: kept the seed rubric; GEPA's best had validation κ {j.val_kappa:.3f} "
@@ -126,7 +133,7 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         table.add_row(*row)
     console.print(table)
     for note in notes(report):
-        console.print(note)
+        console.print(note, style="yellow", markup=False)
     skipped = report.collected.get("skipped_records", 0)
     if skipped:
         console.print(

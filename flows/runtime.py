@@ -30,6 +30,11 @@ class Runtime:
         return make_lm(self.settings.lm)
 
     @cached_property
+    def reflection_lm(self) -> LM:
+        """The model that writes proposals: its own endpoint when configured, else `lm`."""
+        return make_lm(self.settings.reflection) if self.settings.reflection else self.lm
+
+    @cached_property
     def agent(self) -> Agent:
         return load_agent(self.settings.agent)
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -45,6 +45,13 @@ class JudgeStage:
     kept_seed: bool  # GEPA's best did not agree better on validation labels
     metric_calls: int
     sizes: dict[str, int]
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
+    min_kappa: float = 0.2
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the judge agrees with the humans enough to steer the agent."""
+        return self.heldout.get("kappa", 0.0) >= self.min_kappa
 
 
 @dataclass
@@ -55,6 +62,7 @@ class PromptStage:
     metric_calls: int
     reflection_calls: int
     candidates: int
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
 
 
 @dataclass
@@ -99,7 +107,7 @@ async def align_judge_stage(
         val,
         heldout,
         config,
-        reflection_lm(rt.lm, cfg.reflection_max_tokens, seed),
+        reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed),
         on_event,
     )
     return JudgeStage(
@@ -113,6 +121,7 @@ async def align_judge_stage(
         seed_val_kappa=aligned.seed_val_kappa,
         kept_seed=aligned.kept_seed,
         metric_calls=aligned.metric_calls,
+        min_kappa=cfg.min_kappa,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
     )
 
@@ -153,7 +162,7 @@ async def optimize_prompts_stage(
         trainset,
         valset,
         adapter,
-        reflection_lm(rt.lm, cfg.reflection_max_tokens, cfg.seed),
+        reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, cfg.seed),
         config,
         example_id=lambda ex: ex.id,
         on_event=on_event,

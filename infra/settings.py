@@ -59,6 +59,9 @@ class JudgeSettings(BaseModel):
     reflection_minibatch_size: int = 6
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
+    # A judge whose held-out kappa is below this is not trusted: the night still runs,
+    # but what it registers is marked untrusted and must not be promoted.
+    min_kappa: float = 0.2
 
 
 class AgentOptSettings(BaseModel):
@@ -113,6 +116,9 @@ class Settings(BaseSettings):
     state_dir: Path = Path(".flywheel")
     agent: str = "infra.agents.intent_router:make_agent"  # package.module:factory
     lm: LMSettings = Field(default_factory=LMSettings)
+    # The model that writes GEPA's proposals; None = `lm`. Reflection wants the strongest
+    # model you have (any OpenAI-compatible endpoint): a 135M model mostly writes noise.
+    reflection: LMSettings | None = None
     traces: TraceSettings = Field(default_factory=TraceSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
@@ -122,8 +128,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _api_key_from_standard_env(self) -> Settings:
-        if self.lm.api_key is None and os.environ.get("OPENAI_API_KEY"):
-            self.lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
+        for lm in (self.lm, self.reflection):
+            if lm is not None and lm.api_key is None and os.environ.get("OPENAI_API_KEY"):
+                lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
         return self
 
     @property
@@ -153,9 +160,10 @@ class _NoSecretsToml(TomlConfigSettingsSource):
 
     def __call__(self):
         data = super().__call__()
-        if "api_key" in data.get("lm", {}):
-            raise ValueError(
-                "lm.api_key must not be written in the TOML file; "
-                "set FLYWHEEL_LM__API_KEY or OPENAI_API_KEY in the environment instead"
-            )
+        for section in ("lm", "reflection"):
+            if "api_key" in (data.get(section) or {}):
+                raise ValueError(
+                    f"{section}.api_key must not be written in the TOML file; set "
+                    f"FLYWHEEL_{section.upper()}__API_KEY or OPENAI_API_KEY in the environment"
+                )
         return data

@@ -79,6 +79,7 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     client = MlflowClient()
     version = client.get_model_version_by_alias("agent", "candidate")
     assert int(version.version) == 1
+    assert version.tags["flywheel.judge_trusted"] == str(report.judge.trusted).lower()
     prompt = mlflow.genai.load_prompt("prompts:/agent-instructions@candidate")
     assert prompt.template == report.prompt.prompts["instructions"]
     metrics = client.get_run(registered.mlflow_run_id).data.metrics
@@ -92,4 +93,6 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     ):
         assert key in metrics, key
     assert metrics["agent_metric_calls"] == report.prompt.metric_calls
+    curve = client.get_metric_history(registered.mlflow_run_id, "agent_best_val_score")
+    assert curve and curve[0].step <= curve[-1].step <= 30
     assert metrics["heldout_seed_accuracy"] == pytest.approx(report.evals["seed"].accuracy)

@@ -1,0 +1,54 @@
+from flows.report import NightReport, render_markdown
+from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
+
+
+def report(heldout_kappa: float) -> NightReport:
+    judge = JudgeStage(
+        prompts={"rubric": "r2"},
+        threshold=0.3,
+        heldout={"kappa": heldout_kappa, "accuracy": 0.7},
+        seed_prompts={"rubric": "r"},
+        seed_threshold=0.4,
+        seed_heldout={"kappa": 0.1, "accuracy": 0.6},
+        val_kappa=0.3,
+        seed_val_kappa=0.2,
+        kept_seed=False,
+        metric_calls=50,
+        sizes={"train": 10, "val": 5, "heldout": 8},
+        min_kappa=0.2,
+    )
+    prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
+    lora = LoraStage(
+        "/a", False, 12, 1.5, 0.4, 0.3, note="not kept: the judge preferred the base model"
+    )
+    evals = {
+        "seed": Evaluation(10, 0.2, 0.5),
+        "prompts": Evaluation(10, 0.3, 0.6),
+        "lora": Evaluation(10, 0.1, 0.4),
+    }
+    return NightReport(
+        "n1",
+        {"traces": 20, "skipped_records": 1},
+        judge,
+        prompt,
+        lora,
+        evals,
+        12.0,
+        stage_intervals={"judge": (100.0, 103.5)},
+    )
+
+
+def test_metrics_have_before_and_after_of_every_stage():
+    metrics = report(0.5).metrics()
+    assert metrics["judge_seed_kappa"] == 0.1 and metrics["judge_aligned_kappa"] == 0.5
+    assert metrics["heldout_seed_accuracy"] == 0.2 and metrics["heldout_lora_accuracy"] == 0.1
+    assert metrics["judge_seconds"] == 3.5 and metrics["judge_trusted"] == 1.0
+    assert metrics["lora_val_with"] == 0.3
+
+
+def test_untrusted_judge_and_dropped_adapter_are_said():
+    text = render_markdown(report(0.05))
+    assert "Judge not trusted" in text and "do not promote" in text
+    assert "not kept" in text
+    assert "Judge not trusted" not in render_markdown(report(0.5))
+    assert report(0.05).metrics()["judge_trusted"] == 0.0
