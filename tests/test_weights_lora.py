@@ -2,13 +2,21 @@ import math
 
 import pytest
 import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
 
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
-from weights.adapters import adapter_files_ok, load_for_inference
+from weights.adapters import adapter_files_ok
 from weights.lora import train_sft_adapter
 
 pytestmark = pytest.mark.slow
+
+
+def load_for_inference(base_model_path, adapter_path) -> PeftModel:
+    base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+    return PeftModel.from_pretrained(base, str(adapter_path)).eval()
+
 
 INTENTS = ["billing", "refund", "login", "shipping"]
 
