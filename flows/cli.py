@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import warnings
 from datetime import UTC, datetime
 
 from rich.console import Console
@@ -40,6 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # transformers warns about its own internals on every LoRA round; nothing to act on
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     parser = argparse.ArgumentParser(prog="flywheel", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the nightly flywheel once (Prefect, ephemeral mode)")

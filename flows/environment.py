@@ -22,6 +22,11 @@ def prepare_environment(state_dir: Path) -> None:
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",  # the model ships in a package: never reach for a hub
         "TRANSFORMERS_OFFLINE": "1",
+        # one progress display (flywheel's own), not a bar per library
+        "TRANSFORMERS_VERBOSITY": "error",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)

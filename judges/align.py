@@ -136,7 +136,7 @@ async def align_judge(
     (seed_threshold, seed_kappa), (best_threshold, best_kappa) = await asyncio.gather(
         fit_and_validate(lm, seed_prompts, train, val), fit_and_validate(lm, best, train, val)
     )
-    kept_seed = best_kappa <= seed_kappa
+    kept_seed = best != seed_prompts and best_kappa <= seed_kappa  # GEPA found one; it lost
     chosen, threshold = (seed_prompts, seed_threshold) if kept_seed else (best, best_threshold)
     seed_report, chosen_report = await asyncio.gather(
         heldout_agreement(lm, seed_prompts, seed_threshold, heldout, config.seed),
