@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from infra.agents import Agent
@@ -20,6 +21,13 @@ class Collected:
     examples: list[Example]  # one per production trace the agent could read
     items: list[JudgedItem]  # traces with a human pass/fail annotation
     skipped: list[SkippedRecord] = field(default_factory=list)
+
+
+def window_start(lookback_hours: int | None, now: datetime | None = None) -> datetime | None:
+    """Where the night's trace window starts; None = every trace the source has."""
+    if lookback_hours is None:
+        return None
+    return (now or datetime.now(UTC)) - timedelta(hours=lookback_hours)
 
 
 def collect(batch: TraceBatch, agent: Agent, annotation_name: str) -> Collected:

@@ -14,7 +14,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from flows import stages
-from flows.collect import Collected, collect, load_heldout, summarize
+from flows.collect import Collected, collect, load_heldout, summarize, window_start
 from flows.progress import StageProgress
 from flows.registration import Registered, production_prompts, register_versions
 from flows.report import NightReport, render_markdown
@@ -30,20 +30,30 @@ def _stage(name: str):
     return task(name=name, cache_key_fn=_stage_key, persist_result=True, retries=0)
 
 
+async def _optimizing(label: str, budget: int, run):
+    """Run a GEPA stage under a progress bar, and keep its optimization curve."""
+    with StageProgress(label, budget) as progress:
+        stage = await run(progress.on_event)
+    stage.curve = progress.curve
+    return stage
+
+
 @_stage("collect-traces")
 async def collect_traces(run_id: str) -> Collected:
     rt = runtime()
     cfg = rt.settings.traces
-    batch = rt.traces.fetch(since=None, limit=cfg.max_traces)
+    batch = rt.traces.fetch(since=window_start(cfg.lookback_hours), limit=cfg.max_traces)
     return collect(batch, rt.agent, cfg.annotation_name)
 
 
 @_stage("align-judge")
 async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
-    with StageProgress("judge alignment", runtime().settings.judge.max_metric_calls) as progress:
-        stage = await stages.align_judge_stage(runtime(), collected.items, progress.on_event)
-    stage.curve = progress.curve
-    return stage
+    rt = runtime()
+    return await _optimizing(
+        "judge alignment",
+        rt.settings.judge.max_metric_calls,
+        lambda on_event: stages.align_judge_stage(rt, collected.items, on_event),
+    )
 
 
 @_stage("optimize-prompts")
@@ -51,12 +61,13 @@ async def optimize_prompts(
     run_id: str, collected: Collected, seed_prompts: dict[str, str], judge: stages.JudgeStage
 ) -> stages.PromptStage:
     rt = runtime()
-    with StageProgress("agent prompts (GEPA)", rt.settings.agent_opt.max_metric_calls) as progress:
-        stage = await stages.optimize_prompts_stage(
-            rt, collected.examples, seed_prompts, judge, progress.on_event
-        )
-    stage.curve = progress.curve
-    return stage
+    return await _optimizing(
+        "agent prompts (GEPA)",
+        rt.settings.agent_opt.max_metric_calls,
+        lambda on_event: stages.optimize_prompts_stage(
+            rt, collected.examples, seed_prompts, judge, on_event
+        ),
+    )
 
 
 @_stage("lora-round")

@@ -186,12 +186,13 @@ async def evaluate_agent(
 ) -> Evaluation:
     """Held-out evaluation: true-label accuracy where known, and the judge's pass rate."""
     rollouts = await judged_rollouts(rt, prompts, examples, judge, adapter)
+    pointwise = judge_of(rt, judge)
     true = [rt.agent.reference_score(r.example, r.output) for r in rollouts]
     known = [t for t in true if t is not None]
     return Evaluation(
         n=len(rollouts),
         accuracy=fmean(known) if known else None,
-        judge_pass_rate=fmean(r.score >= judge.threshold for r in rollouts) if rollouts else 0.0,
+        judge_pass_rate=fmean(pointwise.passes(r.score) for r in rollouts) if rollouts else 0.0,
     )
 
 

@@ -46,7 +46,9 @@ class TraceSettings(BaseModel):
     source: Literal["jsonl", "langfuse"] = "jsonl"
     jsonl_dir: str = ""  # empty = the demo export bundled with flywheel
     annotation_name: str = "correct"  # the human score that judges learn from
-    lookback_hours: int = 24 * 7
+    # Only traces newer than this; None = all of them (the bundled demo export is fixed
+    # in time). A nightly deployment sets 24.
+    lookback_hours: int | None = None
     max_traces: int = 1000
     trace_name: str | None = None  # Langfuse: only traces of this name
 

@@ -29,5 +29,4 @@ class Rollout:
     output: str
     messages: list[dict[str, str]]  # the exact chat sent to the model, for SFT and reflection
     score: float | None = None
-    feedback: str = ""
     usage: dict[str, int] = field(default_factory=dict)

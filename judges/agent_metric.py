@@ -63,7 +63,7 @@ class AgentJudgeAdapter(Adapter):
                 "Inputs": render_inputs(r.example.inputs),
                 "Generated Outputs": r.output,
                 "Feedback": (
-                    f"The judge {'passed' if r.score >= self.judge.threshold else 'failed'} "
+                    f"The judge {'passed' if self.judge.passes(r.score) else 'failed'} "
                     f"this reply (p={r.score:.2f}). {why}"
                 ),
             }

@@ -65,12 +65,12 @@ class PointwiseJudge:
     async def p_pass_many(self, items: list[JudgedItem]) -> list[float]:
         return list(await asyncio.gather(*(self.p_pass(item) for item in items)))
 
+    def passes(self, p_pass: float) -> bool:
+        return p_pass >= self.threshold
+
     async def verdict(self, item: JudgedItem) -> Verdict:
         p = await self.p_pass(item)
-        return Verdict(p, p >= self.threshold)
-
-    async def verdicts(self, items: list[JudgedItem]) -> list[Verdict]:
-        return list(await asyncio.gather(*(self.verdict(item) for item in items)))
+        return Verdict(p, self.passes(p))
 
     async def rationale(self, item: JudgedItem) -> str:
         completion = await self.lm.complete(

@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from flows.collect import collect, load_heldout, summarize
+from flows.collect import collect, load_heldout, summarize, window_start
 from infra.agents.intent_router import IntentRouter
 from infra.traces import Annotation, TraceBatch, TraceRecord
 
@@ -63,3 +63,8 @@ def test_heldout_file_skips_bad_lines(tmp_path):
     examples = load_heldout(path)
     assert [(e.id, e.reference) for e in examples] == [("1", "GetWeather")]
     assert load_heldout(tmp_path / "missing.jsonl") == []
+
+
+def test_trace_window_follows_lookback():
+    assert window_start(None) is None
+    assert window_start(24, now=NOW) == datetime(2026, 11, 28, tzinfo=UTC)
