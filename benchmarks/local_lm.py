@@ -1,17 +1,24 @@
 """Tokens/s of the local model: the continuous batcher beside a static `model.generate`.
 
-Three workloads, each measured side by side in the same run:
-- varied: an intent-routing system prompt of its own per request (30-400 tokens: a varied
-  number of labelled SNIPS examples) and a SNIPS utterance;
+Workloads, each measured side by side in the same run:
+- varied (the target's workload): chat requests of varied prompt and output lengths, a
+  user message of 1-3 SNIPS utterances (~20-100 tokens) and 32-224 new tokens (mean 128,
+  as in the reference), measured two ways:
+  - burst: N requests arrive at once; static = one `generate` over those N;
+  - sustained: N clients each send their next request as soon as the last one returns
+    (a serving benchmark's "N concurrent"), over a queue of 4N requests; static = the
+    queue served in consecutive static batches of N.
+- long prompts: a system prompt of its own per request (30-400 tokens of labelled SNIPS
+  examples, nothing shared) and 8-128 new tokens: bound by prefill, not decode;
 - agent: flywheel's shape, every request with the same system prompt and few-shot turns
   (~200 tokens) and its own SNIPS utterance;
-- judge: `choice_logprobs` ("Yes"/"No") under one rubric, concurrent beside one at a time.
-Generations produce exactly their own max_new_tokens (8-128; stopping disabled). At each
-concurrency level N the same N requests go (a) all at once through the batcher and (b)
-through one `model.generate` over a static left-padded batch run to the longest output,
-counting only the tokens each request asked for. The 1-stream level runs 4 requests one
-after another in both. The prefix cache is emptied before every timed batcher run, so
-each run pays for its shared prefix once.
+- judge: `choice_logprobs` ("Yes"/"No") under one rubric, concurrent beside one at a time;
+- reference: a bare user message and exactly 128 new tokens each.
+Generations produce exactly their own max_new_tokens (stopping disabled). A static batch
+is left-padded and runs to its longest output, counting only the tokens each request
+asked for; it runs on the batcher's thread with the model's own attention (the decode
+kernel included), so the ratio measures batching alone. The 1-stream level runs 4 requests one after another in both. The prefix
+cache is emptied before every timed batcher run, so each run pays for its prefixes.
 
     python benchmarks/local_lm.py [--levels 1 8 16 32]
 """
@@ -25,6 +32,7 @@ import os
 import random
 import resource
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -47,7 +55,19 @@ def utterances() -> list[tuple[str, str]]:
     return pairs
 
 
-def make_requests(lm: LocalLM, n: int, seed: int = 0) -> list[Request]:
+def varied_requests(lm: LocalLM, n: int, seed: int = 4) -> list[Request]:
+    """A user message of 1-3 utterances; 32-224 new tokens, the reference's 128 on average."""
+    rng = random.Random(seed)
+    pairs = utterances()
+    requests = []
+    for _ in range(n):
+        text = " ".join(rng.choice(pairs)[1] for _ in range(rng.randint(1, 3)))
+        prompt = lm.prompt_ids([{"role": "user", "content": text}])
+        requests.append(Request(prompt, rng.randint(32, 224)))
+    return requests
+
+
+def long_prompt_requests(lm: LocalLM, n: int, seed: int = 0) -> list[Request]:
     rng = random.Random(seed)
     pairs = utterances()
     head = "Name the intent of the user's message, as in these examples:\n"
@@ -118,20 +138,27 @@ def judge_calls(n: int, seed: int = 2) -> list[list[dict[str, str]]]:
     return calls
 
 
-async def run_batcher(lm: LocalLM, requests: list[Request], sequential: bool) -> tuple[int, float]:
+async def run_batcher(lm: LocalLM, requests: list[Request], clients: int) -> tuple[int, float]:
+    """`clients` callers, each sending the next queued request when its last one returns."""
     lm.batcher.prefixes.clear()
+    queue = list(reversed(requests))
+    done = []
+
+    async def client() -> None:
+        while queue:
+            request = queue.pop()
+            generation = await lm.batcher.generate(request)
+            assert len(generation.token_ids) == request.max_new_tokens
+            done.append(len(generation.token_ids))
+
     start = time.perf_counter()
-    if sequential:
-        done = [await lm.batcher.generate(r) for r in requests]
-    else:
-        done = await asyncio.gather(*(lm.batcher.generate(r) for r in requests))
-    seconds = time.perf_counter() - start
-    assert [len(d.token_ids) for d in done] == [r.max_new_tokens for r in requests]
-    return sum(len(d.token_ids) for d in done), seconds
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return sum(done), time.perf_counter() - start
 
 
-def run_static(lm: LocalLM, requests: list[Request], sequential: bool) -> tuple[int, float]:
-    groups = [[r] for r in requests] if sequential else [requests]
+def run_static(lm: LocalLM, requests: list[Request], batch: int) -> tuple[int, float]:
+    """The requests in consecutive static batches of `batch`."""
+    groups = [requests[i : i + batch] for i in range(0, len(requests), batch)]
     pad = lm.batcher.pad_token_id
     start = time.perf_counter()
     for group in groups:
@@ -171,13 +198,15 @@ def describe(name: str, pool: list[Request]) -> None:
     )
 
 
-async def compare(lm: LocalLM, pool: list[Request], levels: list[int]) -> None:
+async def compare(lm: LocalLM, pool: list[Request], levels: list[int], rounds: int = 1) -> None:
+    """At each level N: `rounds` x N requests (4 at N=1) with N in flight at a time."""
     for n in levels:
-        sequential = n == 1
-        requests = pool[:4] if sequential else pool[:n]
-        tokens, b_s = await run_batcher(lm, requests, sequential)
-        useful, s_s = run_static(lm, requests, sequential)
-        label = "1 (x4)" if sequential else str(n)
+        requests = pool[:4] if n == 1 else pool[: n * rounds]
+        tokens, b_s = await run_batcher(lm, requests, n)
+        # on the batcher's thread: a parallel torch op on another long-lived thread would
+        # slow every later decode step of the batcher (see infra/lm/batcher.py)
+        useful, s_s = lm.batcher.call_blocking(partial(run_static, lm, requests, n))
+        label = "1 (x4)" if n == 1 else (f"{n} (x{rounds})" if rounds > 1 else str(n))
         processed = tokens + sum(len(r.prompt_ids) for r in requests)  # prefill is work too
         print(
             f"{label:>8} {tokens / b_s:>14.0f} {useful / s_s:>13.0f} {s_s / b_s:>6.2f} "
@@ -213,11 +242,16 @@ async def main(levels: list[int], agent_levels: list[int]) -> None:
     print(f"model {lm.model_path}  dtype {lm.model.dtype}  threads {torch.get_num_threads()}")
     # Other processes on the same cores slow both engines: the load average tells.
     print(f"load average before: {os.getloadavg()[0]:.1f}")
-    pool = make_requests(lm, max(levels + [4]))
-    await run_batcher(lm, pool[:4], False)  # warm up both paths
-    run_static(lm, pool[:2], False)
-    describe("varied", pool)
+    pool = varied_requests(lm, 4 * max(levels + [4]))
+    await run_batcher(lm, pool[:4], 4)  # warm up both paths
+    lm.batcher.call_blocking(lambda: run_static(lm, pool[:2], 2))
+    describe("varied, burst (N at once)", pool[: max(levels)])
     await compare(lm, pool, levels)
+    describe("varied, sustained (N in flight over a queue of 4N)", pool)
+    await compare(lm, pool, [n for n in levels if n > 1], rounds=4)
+    long = long_prompt_requests(lm, max(levels + [4]))
+    describe("long prompts (a system prompt of its own, nothing shared)", long)
+    await compare(lm, long, levels)
     agents = agent_requests(lm, max(agent_levels))
     describe("agent (shared system prompt + few-shot turns)", agents)
     await compare(lm, agents, agent_levels)

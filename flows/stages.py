@@ -19,6 +19,7 @@ from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
 from infra.lm.model_files import resolve_model_path
 from infra.lm.reflection import reflection_lm
+from infra.lm.threads import run_in_own_thread
 from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
 from judges.align import align_judge
@@ -259,7 +260,8 @@ async def _train_once(rt: Runtime, records: list[dict], run_dir: Path) -> tuple[
     if adapter_files_ok(target) and summary.exists():
         return target, json.loads(summary.read_text())["train_loss"]
     base = resolve_model_path(rt.settings.lm.model_path)
-    result = await asyncio.to_thread(
+    # a thread that ends with training, so its OpenMP pool does not slow the batcher after
+    result = await run_in_own_thread(
         train_sft_adapter, records, base, target, rt.settings.lora, seed=rt.settings.agent_opt.seed
     )
     summary.write_text(

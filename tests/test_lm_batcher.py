@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from infra.lm import decode_attention
 from infra.lm.batcher import Batcher, Request
 from infra.lm.model_files import resolve_model_path
 from infra.lm.prefix import common_prefix_len
@@ -27,7 +28,7 @@ def parts():
     path = resolve_model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation="sdpa"
+        path, dtype=torch.float32, attn_implementation=decode_attention.NAME
     ).eval()
     prompts = [
         tokenizer.apply_chat_template(
@@ -79,8 +80,12 @@ async def test_batched_greedy_equals_alone(parts, batcher):
 async def test_matches_transformers_generate(parts, batcher):
     model, _, prompts = parts
     ours = await batcher.generate(greedy(prompts[2], 8))
-    with torch.inference_mode():
-        ref = model.generate(torch.tensor([prompts[2]]), max_new_tokens=8, do_sample=False)
+    model.set_attn_implementation("sdpa")  # the reference: transformers' own attention
+    try:
+        with torch.inference_mode():
+            ref = model.generate(torch.tensor([prompts[2]]), max_new_tokens=8, do_sample=False)
+    finally:
+        model.set_attn_implementation(decode_attention.NAME)
     assert ours.token_ids == ref[0, len(prompts[2]) :].tolist()
 
 

@@ -88,7 +88,8 @@ async def test_adapters_load_by_name_and_switch(lm, adapter_dir):
     assert lm.adapters == ["random"]
     tuned = await lm.choice_logprobs(ASK, ["Paris"], adapter="random")
     assert tuned != pytest.approx(base)
-    assert await lm.choice_logprobs(ASK, ["Paris"]) == pytest.approx(base)  # base again
+    # base again (a cached prefix may change the summation order: float noise only)
+    assert await lm.choice_logprobs(ASK, ["Paris"]) == pytest.approx(base, abs=1e-4)
     with_adapter = await lm.complete(ASK, max_tokens=4, adapter="random")
     assert with_adapter.usage.completion_tokens >= 1
     with pytest.raises(KeyError):

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from infra.lm import decode_attention
 from infra.lm.batcher import Batcher, Generation, Request
 from infra.lm.choice_scorer import ChoiceScorer
 from infra.lm.model_files import resolve_model_path
@@ -50,9 +51,10 @@ class LocalLM:
         path = resolve_model_path(settings.model_path)
         self.model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        # sdpa: the batcher hands the model 4D boolean masks, which eager attention misreads
+        # sdpa for prompts, a grouped kernel for decode steps; both read the batcher's 4D
+        # boolean masks (eager attention would misread them)
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=pick_dtype(settings.dtype), attn_implementation="sdpa"
+            path, dtype=pick_dtype(settings.dtype), attn_implementation=decode_attention.NAME
         ).eval()
         eos = self.model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]

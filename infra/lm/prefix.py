@@ -48,7 +48,7 @@ class PrefixCache:
     0..j, so the first k columns of a cached entry are the KV of its first k tokens.
     """
 
-    def __init__(self, capacity_tokens: int = 4096, min_shared: int = 32):
+    def __init__(self, capacity_tokens: int = 4096, min_shared: int = 16):
         self.capacity, self.min_shared = capacity_tokens, min_shared
         self._entries: OrderedDict[tuple[Any, tuple[int, ...]], Layers] = OrderedDict()
 
