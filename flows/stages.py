@@ -98,6 +98,8 @@ async def align_judge_stage(
     config = GEPAConfig(
         max_metric_calls=cfg.max_metric_calls,
         reflection_minibatch_size=cfg.reflection_minibatch_size,
+        max_concurrency=cfg.max_concurrency,
+        proposal_shape=cfg.proposal_shape,
         seed=seed,
         skip_perfect_score=False,
     )
@@ -156,6 +158,8 @@ async def optimize_prompts_stage(
     config = GEPAConfig(
         max_metric_calls=cfg.max_metric_calls,
         reflection_minibatch_size=cfg.reflection_minibatch_size,
+        max_concurrency=cfg.max_concurrency,
+        proposal_shape=cfg.proposal_shape,
         seed=cfg.seed,
     )
     result = await optimize(

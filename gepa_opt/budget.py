@@ -11,31 +11,53 @@ class BudgetExhausted(Exception):
 
 @dataclass
 class Budget:
-    """Charged before an evaluation is launched, so the limit can never be overshot.
+    """Work is reserved before it is launched, so the limit holds at any concurrency.
 
-    Charging up front (rather than on completion) is the seam for the concurrent engine:
-    there, in-flight work must already be counted when the next evaluation asks to start.
-    Reflection calls are counted too, but do not draw on `max_metric_calls`.
+    A proposal reserves its worst case (parent's uncached minibatch, child's minibatch, a
+    full valset pass) before it starts, charges what it really runs against that
+    reservation, and releases the rest when it ends. New work starts only if its worst
+    case fits beside everything in flight. Reflection calls are counted, not limited.
     """
 
     max_metric_calls: int
     metric_calls_used: int = 0
+    reserved: int = 0
     reflection_calls: int = 0
 
     @property
     def remaining(self) -> int:
-        return self.max_metric_calls - self.metric_calls_used
+        return self.max_metric_calls - self.metric_calls_used - self.reserved
 
     def fits(self, metric_calls: int) -> bool:
         return metric_calls <= self.remaining
 
-    def charge(self, metric_calls: int) -> None:
+    def reserve(self, metric_calls: int) -> Reservation:
         if not self.fits(metric_calls):
             raise BudgetExhausted(
-                f"{metric_calls} metric calls requested, {self.remaining} left "
-                f"of {self.max_metric_calls}"
+                f"{metric_calls} metric calls requested, {self.remaining} left of "
+                f"{self.max_metric_calls} ({self.reserved} reserved by work in flight)"
             )
-        self.metric_calls_used += metric_calls
+        self.reserved += metric_calls
+        return Reservation(self, metric_calls)
 
     def record_reflections(self, calls: int) -> None:
         self.reflection_calls += calls
+
+
+@dataclass
+class Reservation:
+    """Metric calls set aside for one piece of work; `release` returns what it didn't use."""
+
+    budget: Budget
+    left: int
+
+    def charge(self, metric_calls: int) -> None:
+        if metric_calls > self.left:  # a bug in the worst-case estimate, never the caller's
+            raise BudgetExhausted(f"{metric_calls} metric calls charged, {self.left} reserved")
+        self.left -= metric_calls
+        self.budget.reserved -= metric_calls
+        self.budget.metric_calls_used += metric_calls
+
+    def release(self) -> None:
+        self.budget.reserved -= self.left
+        self.left = 0

@@ -8,6 +8,7 @@ from typing import get_args
 from gepa_opt.components import ModuleSelection
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
 from gepa_opt.selection import CandidateSelection
+from gepa_opt.shape import ProposalShape
 
 
 @dataclass
@@ -43,9 +44,14 @@ class GEPAConfig:
     """Per-example score that counts as perfect for `skip_perfect_score`."""
 
     max_concurrency: int = 1
-    """How many `adapter.evaluate` calls run at once for one batch; a batch's uncached
-    examples are split into that many contiguous slices. 1 hands the adapter the whole
-    minibatch or valset, leaving parallelism (e.g. batched generation) to it."""
+    """W: LM-bound calls in flight at once, all proposals together. Each uncached example
+    is one `adapter.evaluate` call and each reflection one `reflection_lm` call, and each
+    holds one of W slots. With 1 (and a deterministic adapter and LM) a run replays
+    exactly; set it to what the model server can batch or the API allows."""
+
+    proposal_shape: str = "1x1"
+    """"PxN": P parents drawn together, N children each; P x N proposals in flight. "1x1"
+    is the paper's one mutation at a time; wider shapes keep a W-slot pool busy."""
 
     reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
     """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
@@ -78,6 +84,7 @@ class GEPAConfig:
                 f"GEPAConfig.module_selection must be one of {get_args(ModuleSelection)}, "
                 f"got {self.module_selection!r}"
             )
+        ProposalShape.parse(self.proposal_shape)  # raises with the accepted form
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"GEPAConfig.epsilon must be in [0, 1], got {self.epsilon!r}")
         check_template(self.reflection_prompt_template, "GEPAConfig.reflection_prompt_template")

@@ -1,17 +1,24 @@
-"""Algorithm 1 of the GEPA paper: the reflective-mutation loop over a Pareto-sampled pool.
+"""Algorithm 1 of the GEPA paper, run as batched proposals without barriers.
 
-This version runs one proposal at a time; everything a proposal touches (budget, cache,
-selectors, sampler, state) is already its own object, so the concurrent engine can share
-them between workers instead of rewriting the loop's seams.
+Up to P x N proposals (`GEPAConfig.proposal_shape`) are in flight; each runs Algorithm 1's
+body on its own (parent's minibatch, reflection, child's minibatch, acceptance, valset)
+and a new one starts the moment one ends, instead of every stage waiting for the slowest
+call of a step. All LM-bound calls share one pool of `max_concurrency` slots, so the
+pool stays full. Parents and minibatches are drawn when a proposal starts, from the pool
+as it is then; a proposal starts only if its worst-case cost fits beside the work in
+flight, so the budget is never overshot.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Generic
 
-from gepa_opt.budget import Budget
+from gepa_opt.budget import Budget, Reservation
 from gepa_opt.cache import EvaluationCache, Split
 from gepa_opt.components import make_component_selector
 from gepa_opt.config import GEPAConfig
@@ -33,6 +40,7 @@ from gepa_opt.proposer import propose_texts
 from gepa_opt.result import GEPAResult
 from gepa_opt.sampling import EpochSampler
 from gepa_opt.selection import make_candidate_selector
+from gepa_opt.shape import ParentQueue, ProposalShape
 from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.types import (
     Adapter,
@@ -42,6 +50,25 @@ from gepa_opt.types import (
     ExampleId,
     ReflectionLM,
 )
+from gepa_opt.workers import WorkerPool
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """The next proposal's parent, components and minibatch."""
+
+    parent_idx: int
+    components: list[str]
+    minibatch: list[Example]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A drawn proposal with its iteration number and its reserved budget."""
+
+    iteration: int
+    draw: _Draw
+    reservation: Reservation
 
 
 async def optimize(
@@ -98,15 +125,15 @@ class GEPAEngine(Generic[DataInst]):
         self._reflection_lm = reflection_lm
         self._config = config
         self._budget = Budget(config.max_metric_calls)
-        self._evaluator = Evaluator(
-            adapter, EvaluationCache(), self._budget, config.max_concurrency
-        )
-        self._candidate_selector = make_candidate_selector(
-            config.candidate_selection, config.epsilon
-        )
+        self._workers = WorkerPool(config.max_concurrency)
+        self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
         self._component_selector = make_component_selector(config.module_selection)
         # Separate streams: changing how parents are picked leaves the minibatches alone.
-        self._selection_rng = random.Random(f"gepa:{config.seed}:selection")
+        self._parents = ParentQueue(
+            ProposalShape.parse(config.proposal_shape),
+            make_candidate_selector(config.candidate_selection, config.epsilon),
+            random.Random(f"gepa:{config.seed}:selection"),
+        )
         self._sampler = EpochSampler(
             [i for i, _ in self._train],
             config.reflection_minibatch_size,
@@ -117,10 +144,9 @@ class GEPAEngine(Generic[DataInst]):
         self.state = GEPAState()
 
     async def run(self) -> GEPAResult:
+        started = time.monotonic()
         await self._add_seed()
-        stop: StopReason | None = None
-        while stop is None:
-            stop = await self._step()
+        stop = await self._schedule()
         best = best_index(self.state.val_scores)
         await self._events.emit(
             Finished(
@@ -133,7 +159,13 @@ class GEPAEngine(Generic[DataInst]):
                 reflection_calls_used=self._budget.reflection_calls,
             )
         )
-        return GEPAResult.from_state(self.state, self._budget, stop)
+        return GEPAResult.from_state(
+            self.state,
+            self._budget,
+            stop,
+            wall_seconds=time.monotonic() - started,
+            worker_utilization=self._workers.utilization(),
+        )
 
     async def _add_seed(self) -> None:
         """Lines 2-3 of Algorithm 1: without the seed's val scores there is no pool."""
@@ -142,69 +174,124 @@ class GEPAEngine(Generic[DataInst]):
                 f"GEPAConfig.max_metric_calls={self._budget.max_metric_calls} cannot cover "
                 f"the seed's valset evaluation ({len(self._val)} examples)"
             )
-        val = await self._evaluate(self._seed, Split.VAL, self._val)
+        reservation = self._budget.reserve(len(self._val))
+        val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
+        reservation.release()
         self.state.add(self._seed, (), self._val_scores(val))
         await self._update_frontier()
 
-    async def _step(self) -> StopReason | None:
-        """One iteration of the while loop (lines 5-14), or why the loop ends."""
-        state, config = self.state, self._config
-        parent_idx = self._candidate_selector.select(state.val_scores, self._selection_rng)
+    async def _schedule(self) -> StopReason:
+        """Keep up to P x N proposals running; start the next as soon as one ends."""
+        width = ProposalShape.parse(self._config.proposal_shape).width
+        running: set[asyncio.Task[ProposalRecord]] = set()
+        pending: _Draw | None = None  # drawn, but its worst case did not fit yet
+        stop: StopReason | None = None
+        try:
+            while True:
+                while stop is None and len(running) < width:
+                    pending = pending or self._draw()
+                    worst_case = self._worst_case(pending)
+                    if not self._budget.fits(worst_case):
+                        break
+                    self.state.iteration += 1  # reserved here, not in the task: no overshoot
+                    plan = _Plan(self.state.iteration, pending, self._budget.reserve(worst_case))
+                    running.add(asyncio.create_task(self._run_proposal(plan)))
+                    pending = None
+                if not running:  # nothing in flight, and the next proposal cannot fit
+                    return stop or StopReason.BUDGET
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: t.result().iteration):
+                    stalled = self._finish(task.result())  # always: it records the proposal
+                    stop = stop or stalled
+        except BaseException:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    def _draw(self) -> _Draw:
+        """Parent, components and minibatch of the next proposal (lines 5-8)."""
+        state = self.state
+        parent_idx = self._parents.next(state.val_scores)
         components, cursor = self._component_selector.select(
             self._components, state.component_cursor[parent_idx]
         )
-        minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
-        parent = state.candidates[parent_idx]
-        # Only start what could finish: a proposal whose accepted child could not be
-        # evaluated on the whole valset can never add a candidate, so its spend is waste.
-        worst_case = (
-            self._evaluator.missing(parent, Split.TRAIN, minibatch)
-            + len(minibatch)
-            + len(self._val)
-        )
-        if not self._budget.fits(worst_case):
-            return StopReason.BUDGET
-
         state.component_cursor[parent_idx] = cursor
-        state.iteration += 1
+        minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
+        return _Draw(parent_idx, components, minibatch)
+
+    def _worst_case(self, draw: _Draw) -> int:
+        """Parent's uncached minibatch + child's minibatch + a valset pass. Only start what
+        could finish: a proposal whose accepted child could not be evaluated on the whole
+        valset can never add a candidate, so its spend is waste."""
+        parent = self.state.candidates[draw.parent_idx]
+        missing = self._evaluator.missing(parent, Split.TRAIN, draw.minibatch)
+        return missing + len(draw.minibatch) + len(self._val)
+
+    async def _run_proposal(self, plan: _Plan) -> ProposalRecord:
+        draw = plan.draw
         await self._events.emit(
             ProposalStarted(
-                iteration=state.iteration,
-                parent_idx=parent_idx,
-                components=tuple(components),
-                minibatch_ids=tuple(i for i, _ in minibatch),
+                iteration=plan.iteration,
+                parent_idx=draw.parent_idx,
+                components=tuple(draw.components),
+                minibatch_ids=tuple(i for i, _ in draw.minibatch),
             )
         )
-        used_before = self._budget.metric_calls_used
-        state.history.append(await self._propose(parent_idx, components, minibatch))
-        spent = self._budget.metric_calls_used > used_before
-        state.idle_iterations = 0 if spent else state.idle_iterations + 1
-        if state.idle_iterations >= config.max_idle_iterations:
+        try:
+            return await self._propose(plan)
+        finally:
+            plan.reservation.release()
+
+    def _finish(self, record: ProposalRecord) -> StopReason | None:
+        state = self.state
+        state.history.append(record)
+        state.idle_iterations = 0 if record.metric_calls else state.idle_iterations + 1
+        if state.idle_iterations >= self._config.max_idle_iterations:
             return StopReason.STALLED
         return None
 
-    async def _propose(
-        self, parent_idx: int, components: list[str], minibatch: list[Example]
-    ) -> ProposalRecord:
-        config = self._config
+    async def _propose(self, plan: _Plan) -> ProposalRecord:
+        """Lines 9-14 of Algorithm 1 for one drawn parent."""
+        config, draw, iteration = self._config, plan.draw, plan.iteration
+        parent_idx, components, minibatch = draw.parent_idx, draw.components, draw.minibatch
         parent = self.state.candidates[parent_idx]
-        parent_eval = await self._evaluate(parent, Split.TRAIN, minibatch)
+        paid_before = plan.reservation.left
+        parent_eval = await self._evaluate(
+            parent, Split.TRAIN, minibatch, plan.reservation, iteration
+        )
         parent_sum = sum(parent_eval.scores)
+
+        def record(
+            child_eval: EvaluationBatch | None,
+            reason: RejectReason | None,
+            candidate_idx: int | None = None,
+        ) -> ProposalRecord:
+            return ProposalRecord(
+                iteration=iteration,
+                parent_idx=parent_idx,
+                components=tuple(components),
+                minibatch_ids=tuple(i for i, _ in minibatch),
+                parent_scores=tuple(parent_eval.scores),
+                child_scores=None if child_eval is None else tuple(child_eval.scores),
+                reject_reason=reason,
+                candidate_idx=candidate_idx,
+                metric_calls=paid_before - plan.reservation.left,
+            )
 
         async def reject(
             reason: RejectReason, child_eval: EvaluationBatch | None = None
         ) -> ProposalRecord:
-            child_sum = None if child_eval is None else sum(child_eval.scores)
             await self._events.emit(
                 ProposalRejected(
-                    iteration=self.state.iteration,
+                    iteration=iteration,
                     parent_idx=parent_idx,
                     reason=reason,
                     parent_minibatch_score=parent_sum,
-                    child_minibatch_score=child_sum,
+                    child_minibatch_score=None if child_eval is None else sum(child_eval.scores),
                 )
             )
-            return self._record(parent_idx, components, minibatch, parent_eval, child_eval, reason)
+            return record(child_eval, reason)
 
         if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
             return await reject(RejectReason.PERFECT_PARENT)
@@ -216,9 +303,10 @@ class GEPAEngine(Generic[DataInst]):
             parent_eval,
             components,
             config.template_for,
+            self._workers,
         )
         self._budget.record_reflections(len(components))
-        await self._emit_budget(metric_calls=0, reflection_calls=len(components))
+        await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         changed = {c: text for c, text in texts.items() if text}
         if not changed:
             return await reject(RejectReason.EMPTY_PROPOSAL)
@@ -226,16 +314,20 @@ class GEPAEngine(Generic[DataInst]):
         if self.state.contains(child):
             return await reject(RejectReason.DUPLICATE)
 
-        child_eval = await self._evaluate(child, Split.TRAIN, minibatch)
+        child_eval = await self._evaluate(
+            child, Split.TRAIN, minibatch, plan.reservation, iteration
+        )
         child_sum = sum(child_eval.scores)
         if child_sum <= parent_sum:
             return await reject(RejectReason.NOT_IMPROVED, child_eval)
 
-        val = await self._evaluate(child, Split.VAL, self._val)
+        val = await self._evaluate(child, Split.VAL, self._val, plan.reservation, iteration)
+        if self.state.contains(child):  # a concurrent proposal wrote the same text first
+            return await reject(RejectReason.DUPLICATE, child_eval)
         child_idx = self.state.add(child, (parent_idx,), self._val_scores(val))
         await self._events.emit(
             ProposalAccepted(
-                iteration=self.state.iteration,
+                iteration=iteration,
                 parent_idx=parent_idx,
                 candidate_idx=child_idx,
                 components=tuple(changed),
@@ -244,41 +336,26 @@ class GEPAEngine(Generic[DataInst]):
                 val_score=aggregate(self.state.val_scores[child_idx]),
             )
         )
-        await self._update_frontier()
-        return self._record(parent_idx, components, minibatch, parent_eval, child_eval, None)
-
-    def _record(
-        self,
-        parent_idx: int,
-        components: list[str],
-        minibatch: list[Example],
-        parent_eval: EvaluationBatch,
-        child_eval: EvaluationBatch | None,
-        reason: RejectReason | None,
-    ) -> ProposalRecord:
-        return ProposalRecord(
-            iteration=self.state.iteration,
-            parent_idx=parent_idx,
-            components=tuple(components),
-            minibatch_ids=tuple(i for i, _ in minibatch),
-            parent_scores=tuple(parent_eval.scores),
-            child_scores=None if child_eval is None else tuple(child_eval.scores),
-            reject_reason=reason,
-            candidate_idx=len(self.state.candidates) - 1 if reason is None else None,
-        )
+        await self._update_frontier(iteration)
+        return record(child_eval, None, child_idx)
 
     async def _evaluate(
-        self, candidate: Candidate, split: Split, examples: Sequence[Example]
+        self,
+        candidate: Candidate,
+        split: Split,
+        examples: Sequence[Example],
+        reservation: Reservation,
+        iteration: int = 0,
     ) -> EvaluationBatch:
-        batch, charged = await self._evaluator.evaluate(candidate, split, examples)
+        batch, charged = await self._evaluator.evaluate(candidate, split, examples, reservation)
         if charged:
-            await self._emit_budget(metric_calls=charged, reflection_calls=0)
+            await self._emit_budget(iteration, metric_calls=charged, reflection_calls=0)
         return batch
 
-    async def _emit_budget(self, metric_calls: int, reflection_calls: int) -> None:
+    async def _emit_budget(self, iteration: int, metric_calls: int, reflection_calls: int) -> None:
         await self._events.emit(
             BudgetUsed(
-                iteration=self.state.iteration,
+                iteration=iteration,
                 metric_calls=metric_calls,
                 reflection_calls=reflection_calls,
                 metric_calls_used=self._budget.metric_calls_used,
@@ -287,12 +364,12 @@ class GEPAEngine(Generic[DataInst]):
             )
         )
 
-    async def _update_frontier(self) -> None:
+    async def _update_frontier(self, iteration: int = 0) -> None:
         """Announce only real changes, so a caller can log one point per improvement."""
         scores = self.state.val_scores
         best = best_index(scores)
         event = FrontierChanged(
-            iteration=self.state.iteration,
+            iteration=iteration,
             best_idx=best,
             best_score=aggregate(scores[best]),
             frontier_score=frontier_score(scores),

@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Generic
 
-from gepa_opt.budget import Budget
-from gepa_opt.cache import CachedEvaluation, EvaluationCache, Split
+from gepa_opt.budget import Reservation
+from gepa_opt.cache import CachedEvaluation, CacheKey, EvaluationCache, Split
 from gepa_opt.types import (
     Adapter,
     Candidate,
@@ -17,81 +17,91 @@ from gepa_opt.types import (
     ExampleId,
     candidate_digest,
 )
+from gepa_opt.workers import WorkerPool
 
 Example = tuple[ExampleId, DataInst]
 
 
 class Evaluator(Generic[DataInst]):
-    """Pays only for cache misses, and charges them before the adapter is called.
+    """Pays only for cache misses, each charged to the caller's reservation before it runs.
+
+    Each uncached example is one adapter call holding one worker slot, so concurrent
+    proposals share the pool example by example. A pair another proposal is computing
+    right now is awaited, not paid again.
 
     Train-split evaluations always capture traces: any cached train pair can then seed a
     later reflection (a parent re-evaluated on a minibatch it already saw costs nothing),
     at no extra metric calls. Val evaluations only feed the Pareto fronts, so they don't.
     """
 
-    def __init__(
-        self,
-        adapter: Adapter[DataInst],
-        cache: EvaluationCache,
-        budget: Budget,
-        max_concurrency: int,
-    ) -> None:
+    def __init__(self, adapter: Adapter[DataInst], cache: EvaluationCache, workers: WorkerPool):
         self._adapter = adapter
         self._cache = cache
-        self._budget = budget
-        self._max_concurrency = max_concurrency
+        self._workers = workers
+        self._in_flight: dict[CacheKey, asyncio.Future[None]] = {}
 
     def missing(self, candidate: Candidate, split: Split, examples: Sequence[Example]) -> int:
-        """Metric calls an evaluation of these examples would cost now."""
+        """Metric calls an evaluation of these examples could cost now (at most)."""
         digest = candidate_digest(candidate)
         return sum(self._cache.get(digest, split, i) is None for i, _ in examples)
 
     async def evaluate(
-        self, candidate: Candidate, split: Split, examples: Sequence[Example]
+        self,
+        candidate: Candidate,
+        split: Split,
+        examples: Sequence[Example],
+        reservation: Reservation,
     ) -> tuple[EvaluationBatch, int]:
         """Return the batch aligned with `examples` and the metric calls it was charged."""
         digest = candidate_digest(candidate)
         traced = split is Split.TRAIN
-        misses = [(i, x) for i, x in examples if self._cache.get(digest, split, i) is None]
-        self._budget.charge(len(misses))
-        if misses:
-            fresh = await self._run(candidate, [x for _, x in misses], traced)
-            for (example_id, _), evaluation in zip(misses, fresh, strict=True):
-                self._cache.put(digest, split, example_id, evaluation)
+        mine: dict[CacheKey, DataInst] = {}
+        theirs: list[asyncio.Future[None]] = []
+        for example_id, example in examples:
+            key = (digest, split, example_id)
+            if self._cache.get(*key) is not None:
+                continue
+            if key in self._in_flight:
+                theirs.append(self._in_flight[key])
+            else:
+                mine.setdefault(key, example)
+        reservation.charge(len(mine))
+        loop = asyncio.get_running_loop()
+        for key in mine:
+            self._in_flight[key] = loop.create_future()
+        try:
+            await asyncio.gather(
+                *(self._run_one(candidate, key, x, traced) for key, x in mine.items())
+            )
+        finally:
+            for key in mine:
+                future = self._in_flight.pop(key)
+                if not future.done():  # we failed or were cancelled: waiters must not hang
+                    future.set_exception(RuntimeError(f"evaluation of {key[1]} {key[2]} failed"))
+                    future.exception()  # retrieved: only the waiters need it
+        await asyncio.gather(*theirs)
         hits = [self._cache.get(digest, split, i) for i, _ in examples]
         batch = EvaluationBatch(
             outputs=[h.output for h in hits],
             scores=[h.score for h in hits],
             trajectories=[h.trajectory for h in hits] if traced else None,
         )
-        return batch, len(misses)
+        return batch, len(mine)
 
-    async def _run(
-        self, candidate: Candidate, batch: list[DataInst], traced: bool
-    ) -> list[CachedEvaluation]:
-        """Split into at most `max_concurrency` contiguous slices evaluated concurrently.
-
-        With the default of 1 the adapter gets the whole batch and owns its parallelism.
-        """
-        slices = _split(batch, min(self._max_concurrency, len(batch)))
-        results = await asyncio.gather(
-            *(self._adapter.evaluate(part, candidate, capture_traces=traced) for part in slices)
+    async def _run_one(
+        self, candidate: Candidate, key: CacheKey, example: DataInst, traced: bool
+    ) -> None:
+        result = await self._workers.run(
+            self._adapter.evaluate([example], candidate, capture_traces=traced)
         )
-        evaluations: list[CachedEvaluation] = []
-        for part, result in zip(slices, results, strict=True):
-            _check(result, len(part), traced)
-            trajectories = result.trajectories if traced else [None] * len(part)
-            evaluations.extend(
-                CachedEvaluation(output=o, score=float(s), trajectory=t)
-                for o, s, t in zip(result.outputs, result.scores, trajectories, strict=True)
-            )
-        return evaluations
-
-
-def _split(batch: list[DataInst], parts: int) -> list[list[DataInst]]:
-    size, extra = divmod(len(batch), parts)
-    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
-    return [batch[bounds[i] : bounds[i + 1]] for i in range(parts)]
+        _check(result, 1, traced)
+        trajectory = result.trajectories[0] if traced else None
+        self._cache.put(
+            *key, CachedEvaluation(result.outputs[0], float(result.scores[0]), trajectory)
+        )
+        future = self._in_flight.get(key)
+        if future is not None and not future.done():  # done: a sibling failed first
+            future.set_result(None)
 
 
 def _check(result: EvaluationBatch, expected: int, traced: bool) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from gepa_opt.extraction import extract_proposal
 from gepa_opt.meta_prompt import build_reflection_prompt
 from gepa_opt.types import Adapter, Candidate, DataInst, EvaluationBatch, ReflectionLM
+from gepa_opt.workers import WorkerPool
 
 
 async def propose_texts(
@@ -17,6 +18,7 @@ async def propose_texts(
     parent_eval: EvaluationBatch,
     components: list[str],
     template_for: Callable[[str], str],
+    workers: WorkerPool,
 ) -> dict[str, str]:
     """New text per component ("" where the LM proposed nothing), one LM call each.
 
@@ -29,7 +31,9 @@ async def propose_texts(
         raise ValueError(f"adapter.make_reflective_dataset returned no records for {missing}")
     replies = await asyncio.gather(
         *(
-            reflection_lm(build_reflection_prompt(template_for(c), parent[c], dataset[c]))
+            workers.run(
+                reflection_lm(build_reflection_prompt(template_for(c), parent[c], dataset[c]))
+            )
             for c in components
         )
     )

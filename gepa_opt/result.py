@@ -4,7 +4,7 @@ so callers can register runners-up or inspect how the prompt evolved."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gepa_opt.budget import Budget
 from gepa_opt.events import RejectReason, StopReason
@@ -30,6 +30,10 @@ class GEPAResult:
     rejections: dict[RejectReason, int]
     stop_reason: StopReason
     history: list[ProposalRecord]
+    """Proposals in the order they finished."""
+    wall_seconds: float = field(default=0.0, compare=False)  # timing: not part of a replay
+    worker_utilization: float = field(default=0.0, compare=False)
+    """Busy slot-seconds of the `max_concurrency` pool over slot-seconds available."""
 
     @property
     def best_candidate(self) -> Candidate:
@@ -52,7 +56,14 @@ class GEPAResult:
         return self.rejections.get(RejectReason.EMPTY_PROPOSAL, 0)
 
     @classmethod
-    def from_state(cls, state: GEPAState, budget: Budget, stop_reason: StopReason) -> GEPAResult:
+    def from_state(
+        cls,
+        state: GEPAState,
+        budget: Budget,
+        stop_reason: StopReason,
+        wall_seconds: float = 0.0,
+        worker_utilization: float = 0.0,
+    ) -> GEPAResult:
         reasons = Counter(r.reject_reason for r in state.history if r.reject_reason is not None)
         return cls(
             candidates=[dict(c) for c in state.candidates],
@@ -66,4 +77,6 @@ class GEPAResult:
             rejections={reason: reasons[reason] for reason in RejectReason if reason in reasons},
             stop_reason=stop_reason,
             history=list(state.history),
+            wall_seconds=wall_seconds,
+            worker_utilization=worker_utilization,
         )

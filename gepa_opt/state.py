@@ -27,6 +27,8 @@ class ProposalRecord:
     """None when accepted."""
     candidate_idx: int | None
     """Pool index of the accepted child."""
+    metric_calls: int = 0
+    """What this proposal paid (cache hits and pairs another proposal computed are free)."""
 
 
 @dataclass
@@ -39,6 +41,7 @@ class GEPAState:
     """Per candidate: where its round-robin over components resumes."""
     history: list[ProposalRecord] = field(default_factory=list)
     iteration: int = 0
+    """Proposals started so far."""
     idle_iterations: int = 0
     """Proposals in a row that cost no metric call (see GEPAConfig.max_idle_iterations)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)

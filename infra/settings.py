@@ -59,6 +59,8 @@ class JudgeSettings(BaseModel):
     heldout_fraction: float = 0.4
     max_metric_calls: int = 200  # GEPA budget for the judge prompt
     reflection_minibatch_size: int = 6
+    max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
+    proposal_shape: str = "1x1"  # GEPA proposals: P parents x N children in flight
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
     # A judge whose held-out kappa is below this is not trusted: the night still runs,
@@ -71,6 +73,8 @@ class AgentOptSettings(BaseModel):
 
     max_metric_calls: int = 320
     reflection_minibatch_size: int = 6
+    max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
+    proposal_shape: str = "1x1"  # GEPA proposals: P parents x N children in flight
     pareto_size: int = 20  # examples in the Pareto (validation) set
     max_tokens: int = 24  # the agent's reply budget
     reflection_max_tokens: int = 200

@@ -46,12 +46,22 @@ class KeywordAdapter:
 
     evaluated: list[tuple[str, str, int]] = field(default_factory=list)
     calls: list[tuple[str, int, bool]] = field(default_factory=list)
+    delay_s: float = 0.0
+    """Each call sleeps delay_s x (1 + example id % 3): completion order then varies."""
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     async def evaluate(
         self, batch: list[Task], candidate: Candidate, capture_traces: bool = False
     ) -> EvaluationBatch:
         text = " ".join(candidate.values())
         self.calls.append((batch[0].split, len(batch), capture_traces))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s * (1 + batch[0].id % 3))
+        finally:
+            self.in_flight -= 1
         self.evaluated.extend((candidate_digest(candidate), t.split, t.id) for t in batch)
         hits = [t.keyword in text for t in batch]
         return EvaluationBatch(
@@ -151,9 +161,45 @@ async def test_same_seed_replays_the_same_run() -> None:
     second, _ = await run_keyword_task(config, second_events)
     assert first == second
     assert first_events == second_events
-    # Slicing a batch across concurrent adapter calls must not change anything either.
-    sliced, _ = await run_keyword_task(GEPAConfig(max_metric_calls=150, seed=7, max_concurrency=3))
-    assert sliced == first
+
+
+async def test_one_worker_replays_batched_proposals_exactly() -> None:
+    """With max_concurrency=1 a wide shape still replays: slots go first come, first served."""
+    config = GEPAConfig(max_metric_calls=150, seed=3, proposal_shape="2x2", max_concurrency=1)
+    runs = []
+    for _ in range(2):
+        events: list[GEPAEvent] = []
+        adapter = KeywordAdapter(delay_s=0.001)
+        result = await optimize(
+            {"p": "Answer."}, tasks("train", 6), tasks("val", 4), adapter, KeywordReflector(),
+            config, on_event=events.append,
+        )  # fmt: skip
+        assert adapter.most_in_flight == 1
+        runs.append((result, events))
+    assert runs[0] == runs[1]
+    assert len({r.iteration for r in runs[0][0].history}) == len(runs[0][0].history) > 4
+
+
+async def test_a_proposal_starts_when_a_slot_frees_not_after_a_barrier() -> None:
+    events: list[GEPAEvent] = []
+    adapter = KeywordAdapter(delay_s=0.005)
+    result = await optimize(
+        {"p": "Answer."}, tasks("train", 6), tasks("val", 3), adapter, KeywordReflector(),
+        GEPAConfig(max_metric_calls=120, proposal_shape="4x1", max_concurrency=16,
+                   reflection_minibatch_size=2, skip_perfect_score=False),
+        on_event=events.append,
+    )  # fmt: skip
+    fifth = next(
+        k for k, e in enumerate(events) if isinstance(e, ProposalStarted) and e.iteration == 5
+    )
+    finished_before = [
+        e for e in events[:fifth] if isinstance(e, ProposalAccepted | ProposalRejected)
+    ]
+    # With a barrier the 5th proposal would wait for all 4 of the first wave.
+    assert 1 <= len(finished_before) < 4
+    assert adapter.most_in_flight > 4  # several proposals' evaluations overlapped
+    assert 0 < result.worker_utilization <= 1
+    assert result.wall_seconds > 0
 
 
 async def test_minibatch_acceptance_needs_a_strictly_higher_sum() -> None:
@@ -178,7 +224,8 @@ async def test_minibatch_acceptance_needs_a_strictly_higher_sum() -> None:
     # seed val 2 + seed minibatch 4 + three children's minibatches 12 + accepted child's val 2;
     # the seed's minibatch is paid once although it is re-evaluated for every proposal.
     assert result.metric_calls_used == 2 + 4 + 12 + 2
-    assert [c for c in adapter.calls if c[0] == "val"] == [("val", 2, False)] * 2
+    # one adapter call per example: each holds one worker slot
+    assert [c for c in adapter.calls if c[0] == "val"] == [("val", 1, False)] * 4
     assert result.history[2].candidate_idx == 1 and result.history[2].reject_reason is None
 
 
@@ -334,17 +381,19 @@ async def test_bad_inputs_are_named() -> None:
     minibatch=st.integers(1, 5),
     n_train=st.integers(1, 8),
     n_val=st.integers(1, 6),
-    concurrency=st.integers(1, 3),
+    concurrency=st.integers(1, 16),
+    shape=st.sampled_from(["1x1", "2x2", "4x2", "8x1"]),
     seed=st.integers(0, 3),
 )
 def test_budget_is_never_exceeded(
-    budget: int, minibatch: int, n_train: int, n_val: int, concurrency: int, seed: int
+    budget: int, minibatch: int, n_train: int, n_val: int, concurrency: int, shape: str, seed: int
 ) -> None:
-    adapter = KeywordAdapter()
+    adapter = KeywordAdapter(delay_s=0.0001)  # varied completion order
     config = GEPAConfig(
         max_metric_calls=budget,
         reflection_minibatch_size=minibatch,
         max_concurrency=concurrency,
+        proposal_shape=shape,
         seed=seed,
         max_idle_iterations=3,
     )
@@ -359,7 +408,10 @@ def test_budget_is_never_exceeded(
         return
     result = asyncio.run(run)
     assert result.metric_calls_used <= budget
+    # no (candidate, split, example) pair paid twice, even when proposals ran side by side
     assert len(adapter.evaluated) == len(set(adapter.evaluated)) == result.metric_calls_used
+    assert adapter.most_in_flight <= concurrency
+    assert sum(r.metric_calls for r in result.history) + n_val == result.metric_calls_used
     if result.stop_reason is StopReason.BUDGET:
         # Stopped only because a whole proposal (minibatches and a valset) no longer fits.
         assert budget - result.metric_calls_used < 2 * min(minibatch, n_train) + n_val
