@@ -17,8 +17,9 @@ Workloads, each measured side by side in the same run:
 Generations produce exactly their own max_new_tokens (stopping disabled). A static batch
 is left-padded and runs to its longest output, counting only the tokens each request
 asked for; it runs on the batcher's thread with the model's own attention (the decode
-kernel included), so the ratio measures batching alone. The 1-stream level runs 4 requests one after another in both. The prefix
-cache is emptied before every timed batcher run, so each run pays for its prefixes.
+kernel included), so the ratio measures batching alone. The 1-stream level runs 4
+requests one after another in both. The prefix cache is emptied before every timed
+batcher run, so each run pays for its prefixes.
 
     python benchmarks/local_lm.py [--levels 1 8 16 32]
 """
