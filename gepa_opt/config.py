@@ -9,6 +9,7 @@ from gepa_opt.components import ModuleSelection
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
 from gepa_opt.selection import CandidateSelection
 from gepa_opt.shape import ProposalShape
+from gepa_opt.stopping import StopRules
 
 
 @dataclass
@@ -51,13 +52,30 @@ class GEPAConfig:
 
     proposal_shape: str = "1x1"
     """"PxN": P parents drawn together, N children each; P x N proposals in flight. "1x1"
-    is the paper's one mutation at a time; wider shapes keep a W-slot pool busy."""
+    is the paper's one mutation at a time; wider shapes keep a W-slot pool busy. "auto"
+    picks the shape `runtime_model.auto_shape` predicts fastest for max_concurrency."""
 
     reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
     """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
 
     component_prompt_templates: dict[str, str] = field(default_factory=dict)
     """Per-component overrides of `reflection_prompt_template` (e.g. a rubric vs a prompt)."""
+
+    use_merge: bool = False
+    """GEPA+Merge (paper, appendix B): after a proposal is accepted, try to merge two
+    Pareto-front lineages from a common ancestor. Merges run beside mutations."""
+
+    max_merge_invocations: int = 5
+    """Merges attempted in a whole run (each costs up to merge_subsample_size + |valset|)."""
+
+    merge_subsample_size: int = 5
+    """Val examples a merged candidate is first scored on; the full valset only if it
+    matches the better parent there."""
+
+    stop: StopRules = field(default_factory=StopRules)
+    """Other ways to end a run: wall time, tokens or cost (with `optimize(usage=...)`), a
+    score target, K proposals without improvement, a stop file. Checked when a proposal
+    ends and before the next starts; proposals already in flight finish (they are paid)."""
 
     max_idle_iterations: int = 100
     """Stop after this many proposals in a row that cost no metric call (perfect parents
@@ -70,6 +88,7 @@ class GEPAConfig:
             "reflection_minibatch_size": self.reflection_minibatch_size,
             "max_concurrency": self.max_concurrency,
             "max_idle_iterations": self.max_idle_iterations,
+            "merge_subsample_size": self.merge_subsample_size,
         }
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
@@ -84,7 +103,13 @@ class GEPAConfig:
                 f"GEPAConfig.module_selection must be one of {get_args(ModuleSelection)}, "
                 f"got {self.module_selection!r}"
             )
-        ProposalShape.parse(self.proposal_shape)  # raises with the accepted form
+        if not isinstance(self.max_merge_invocations, int) or self.max_merge_invocations < 0:
+            raise ValueError(
+                "GEPAConfig.max_merge_invocations must be an integer >= 0, "
+                f"got {self.max_merge_invocations!r}"
+            )
+        if self.proposal_shape != "auto":
+            ProposalShape.parse(self.proposal_shape)  # raises with the accepted form
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"GEPAConfig.epsilon must be in [0, 1], got {self.epsilon!r}")
         check_template(self.reflection_prompt_template, "GEPAConfig.reflection_prompt_template")

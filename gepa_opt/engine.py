@@ -29,19 +29,23 @@ from gepa_opt.events import (
     EventHandler,
     Finished,
     FrontierChanged,
+    MergeTried,
     ProposalAccepted,
     ProposalRejected,
     ProposalStarted,
     RejectReason,
     StopReason,
 )
+from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
 from gepa_opt.pareto import aggregate, best_index, frontier_score, win_counts
 from gepa_opt.proposer import propose_texts
 from gepa_opt.result import GEPAResult
+from gepa_opt.runtime_model import auto_shape
 from gepa_opt.sampling import EpochSampler
 from gepa_opt.selection import make_candidate_selector
 from gepa_opt.shape import ParentQueue, ProposalShape
 from gepa_opt.state import GEPAState, ProposalRecord
+from gepa_opt.stopping import LMUsage, RunProgress
 from gepa_opt.types import (
     Adapter,
     Candidate,
@@ -81,6 +85,7 @@ async def optimize(
     *,
     example_id: Callable[[DataInst], ExampleId] | None = None,
     on_event: EventHandler | Iterable[EventHandler] | None = None,
+    usage: Callable[[], LMUsage] | None = None,
 ) -> GEPAResult:
     """Evolve `seed_candidate` with reflective mutation until the budget is spent.
 
@@ -98,6 +103,7 @@ async def optimize(
         config or GEPAConfig(),
         example_id=example_id,
         on_event=on_event,
+        usage=usage,
     )
     return await engine.run()
 
@@ -114,13 +120,20 @@ class GEPAEngine(Generic[DataInst]):
         *,
         example_id: Callable[[DataInst], ExampleId] | None = None,
         on_event: EventHandler | Iterable[EventHandler] | None = None,
+        usage: Callable[[], LMUsage] | None = None,
     ) -> None:
         _check_seed(seed_candidate, config)
+        self._usage = usage or LMUsage
+        self._started = time.monotonic()
+        self._best_score = float("-inf")
+        self._since_improvement = 0
         self._seed = dict(seed_candidate)
         self._components = list(seed_candidate)
         self._train = _identify(trainset, example_id, "trainset")
         self._val = _identify(valset, example_id, "valset")
         self._train_by_id = dict(self._train)
+        self._val_by_id = dict(self._val)
+        self._merge_rng = random.Random(f"gepa:{config.seed}:merge")
         self._adapter = adapter
         self._reflection_lm = reflection_lm
         self._config = config
@@ -129,22 +142,24 @@ class GEPAEngine(Generic[DataInst]):
         self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
         self._component_selector = make_component_selector(config.module_selection)
         # Separate streams: changing how parents are picked leaves the minibatches alone.
-        self._parents = ParentQueue(
-            ProposalShape.parse(config.proposal_shape),
-            make_candidate_selector(config.candidate_selection, config.epsilon),
-            random.Random(f"gepa:{config.seed}:selection"),
-        )
-        self._sampler = EpochSampler(
+        self.shape = _resolve_shape(config, len(self._val))
+        sampler = EpochSampler(
             [i for i, _ in self._train],
             config.reflection_minibatch_size,
             random.Random(f"gepa:{config.seed}:minibatch"),
+        )
+        self._parents = ParentQueue(
+            self.shape,
+            make_candidate_selector(config.candidate_selection, config.epsilon),
+            random.Random(f"gepa:{config.seed}:selection"),
+            sampler.next_batch,
         )
         self._events = EventBus(on_event)
         self._frontier: tuple[object, ...] | None = None
         self.state = GEPAState()
 
     async def run(self) -> GEPAResult:
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         await self._add_seed()
         stop = await self._schedule()
         best = best_index(self.state.val_scores)
@@ -178,17 +193,23 @@ class GEPAEngine(Generic[DataInst]):
         val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
         reservation.release()
         self.state.add(self._seed, (), self._val_scores(val))
+        self._best_score = aggregate(self.state.val_scores[0])
         await self._update_frontier()
 
     async def _schedule(self) -> StopReason:
         """Keep up to P x N proposals running; start the next as soon as one ends."""
-        width = ProposalShape.parse(self._config.proposal_shape).width
+        width = self.shape.width
         running: set[asyncio.Task[ProposalRecord]] = set()
         pending: _Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
             while True:
+                stop = stop or self._config.stop.check(self._progress())
                 while stop is None and len(running) < width:
+                    merge = self._plan_merge()
+                    if merge is not None:
+                        running.add(asyncio.create_task(self._run_merge(*merge)))
+                        continue
                     pending = pending or self._draw()
                     worst_case = self._worst_case(pending)
                     if not self._budget.fits(worst_case):
@@ -212,12 +233,12 @@ class GEPAEngine(Generic[DataInst]):
     def _draw(self) -> _Draw:
         """Parent, components and minibatch of the next proposal (lines 5-8)."""
         state = self.state
-        parent_idx = self._parents.next(state.val_scores)
+        parent_idx, minibatch_ids = self._parents.next(state.val_scores)
         components, cursor = self._component_selector.select(
             self._components, state.component_cursor[parent_idx]
         )
         state.component_cursor[parent_idx] = cursor
-        minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
+        minibatch = [(i, self._train_by_id[i]) for i in minibatch_ids]
         return _Draw(parent_idx, components, minibatch)
 
     def _worst_case(self, draw: _Draw) -> int:
@@ -243,8 +264,92 @@ class GEPAEngine(Generic[DataInst]):
         finally:
             plan.reservation.release()
 
-    def _finish(self, record: ProposalRecord) -> StopReason | None:
+    def _plan_merge(self) -> tuple[int, MergePlan, list[ExampleId], Reservation] | None:
+        """A merge to launch now: one is due after each accepted proposal (upstream's
+        rule), while invocations remain and a whole valset pass still fits."""
+        state, config = self.state, self._config
+        if not (
+            config.use_merge
+            and state.merges_due > 0
+            and len(state.merges_tried) < config.max_merge_invocations
+            and self._budget.fits(len(self._val))
+        ):
+            return None
+        state.merges_due -= 1
+        frontier = list(win_counts(state.val_scores))
+        tried = set(state.merges_tried)
+        plan = find_merge(
+            state.candidates, state.parents, state.val_scores, self._merge_rng, tried, frontier
+        )
+        if plan is None:
+            return None
+        state.merges_tried.append(plan.key)
+        ids = merge_subsample(
+            state.val_scores[plan.i],
+            state.val_scores[plan.j],
+            config.merge_subsample_size,
+            self._merge_rng,
+        )
+        state.iteration += 1
+        # the subsample is part of the valset: its scores count toward the full pass
+        return state.iteration, plan, ids, self._budget.reserve(len(self._val))
+
+    async def _run_merge(
+        self, iteration: int, plan: MergePlan, ids: list[ExampleId], reservation: Reservation
+    ) -> MergeTried:
         state = self.state
+        try:
+            subsample = [(k, self._val_by_id[k]) for k in ids]
+            batch = await self._evaluate(
+                plan.candidate, Split.VAL, subsample, reservation, iteration
+            )
+            merged = dict(zip(ids, batch.scores, strict=True))
+            i_scores, j_scores = state.val_scores[plan.i], state.val_scores[plan.j]
+            parents_best = max(sum(i_scores[k] for k in ids), sum(j_scores[k] for k in ids))
+            candidate_idx = None
+            if merge_accepted(merged, i_scores, j_scores) and not state.contains(plan.candidate):
+                val = await self._evaluate(
+                    plan.candidate, Split.VAL, self._val, reservation, iteration
+                )
+                if not state.contains(plan.candidate):
+                    parents = (plan.i, plan.j)
+                    candidate_idx = state.add(plan.candidate, parents, self._val_scores(val))
+            event = MergeTried(
+                iteration=iteration,
+                i=plan.i,
+                j=plan.j,
+                ancestor=plan.ancestor,
+                subsample_score=sum(merged.values()),
+                parents_best_subsample_score=parents_best,
+                candidate_idx=candidate_idx,
+            )
+            await self._events.emit(event)
+            if candidate_idx is not None:
+                await self._update_frontier(iteration)
+            return event
+        finally:
+            reservation.release()
+
+    def _progress(self) -> RunProgress:
+        spent = self._usage()
+        return RunProgress(
+            elapsed_s=time.monotonic() - self._started,
+            metric_calls_used=self._budget.metric_calls_used,
+            reflection_calls_used=self._budget.reflection_calls,
+            prompt_tokens=spent.prompt_tokens,
+            completion_tokens=spent.completion_tokens,
+            cost_usd=spent.cost_usd,
+            best_score=self._best_score,
+            proposals_since_improvement=self._since_improvement,
+        )
+
+    def _finish(self, record: ProposalRecord | MergeTried) -> StopReason | None:
+        state = self.state
+        best = aggregate(state.val_scores[best_index(state.val_scores)])
+        self._since_improvement = 0 if best > self._best_score else self._since_improvement + 1
+        self._best_score = max(best, self._best_score)
+        if isinstance(record, MergeTried):
+            return None
         state.history.append(record)
         state.idle_iterations = 0 if record.metric_calls else state.idle_iterations + 1
         if state.idle_iterations >= self._config.max_idle_iterations:
@@ -325,6 +430,7 @@ class GEPAEngine(Generic[DataInst]):
         if self.state.contains(child):  # a concurrent proposal wrote the same text first
             return await reject(RejectReason.DUPLICATE, child_eval)
         child_idx = self.state.add(child, (parent_idx,), self._val_scores(val))
+        self.state.merges_due += 1
         await self._events.emit(
             ProposalAccepted(
                 iteration=iteration,
@@ -383,6 +489,16 @@ class GEPAEngine(Generic[DataInst]):
 
     def _val_scores(self, batch: EvaluationBatch) -> dict[ExampleId, float]:
         return {i: score for (i, _), score in zip(self._val, batch.scores, strict=True)}
+
+
+def _resolve_shape(config: GEPAConfig, valset_size: int) -> ProposalShape:
+    """ "auto": the shape the runtime model predicts fastest per proposal for this pool."""
+    if config.proposal_shape != "auto":
+        return ProposalShape.parse(config.proposal_shape)
+    parents, children = auto_shape(
+        config.max_concurrency, config.reflection_minibatch_size, valset_size
+    )
+    return ProposalShape(parents, children)
 
 
 def _identify(

@@ -30,6 +30,20 @@ class StopReason(StrEnum):
     """The next proposal's worst-case cost no longer fits in `max_metric_calls`."""
     STALLED = "stalled"
     """`max_idle_iterations` proposals in a row cost nothing: no progress is possible."""
+    # GEPAConfig.stop (`stopping.StopRules`), in the order they are checked:
+    STOP_FILE = "stop_file"
+    """An operator created `StopRules.stop_file`: their explicit request is reported first."""
+    SCORE_TARGET = "score_target"
+    """The best aggregate val score reached the target: success beats any limit also hit."""
+    COST = "cost"
+    """Money spent reached `max_cost_usd`: the most expensive limit to overrun."""
+    TOKENS = "tokens"
+    """Prompt + completion tokens reached `max_tokens`."""
+    WALL_TIME = "wall_time"
+    """Seconds since the run started reached `max_wall_s`."""
+    NO_IMPROVEMENT = "no_improvement"
+    """`max_proposals_without_improvement` proposals finished since the best score rose:
+    a heuristic, so any hard limit that also holds is the better explanation."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,19 @@ class ProposalAccepted:
     child_minibatch_score: float
     val_score: float
     """The child's aggregate (mean) score on the valset."""
+
+
+@dataclass(frozen=True)
+class MergeTried:
+    iteration: int
+    i: int
+    j: int
+    ancestor: int
+    subsample_score: float
+    """The merged candidate's sum over the subsample."""
+    parents_best_subsample_score: float
+    candidate_idx: int | None
+    """Pool index when admitted, else None."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +125,13 @@ class Finished:
 
 
 GEPAEvent = (
-    ProposalStarted | ProposalRejected | ProposalAccepted | FrontierChanged | BudgetUsed | Finished
+    ProposalStarted
+    | ProposalRejected
+    | ProposalAccepted
+    | MergeTried
+    | FrontierChanged
+    | BudgetUsed
+    | Finished
 )
 
 EventHandler = Callable[[GEPAEvent], Awaitable[None] | None]

@@ -45,7 +45,11 @@ class GEPAResult:
 
     @property
     def accepted_proposals(self) -> int:
-        return len(self.candidates) - 1
+        return sum(len(parents) == 1 for parents in self.parents)
+
+    @property
+    def merged_candidates(self) -> int:
+        return sum(len(parents) == 2 for parents in self.parents)
 
     @property
     def rejected_proposals(self) -> int:

@@ -1,25 +1,35 @@
 """Batched proposals (batched-GEPA): P parents x N children per step, e.g. "2x2" or "8x1".
 
 A barrier-free engine has no steps to wait on, so the shape only says how parents are
-drawn: P at a time from the current pool, each mutated N times, and how many proposals
-may be in flight at once (P x N).
+drawn: P at a time from the current pool, each with one minibatch that its N children
+share (the parent is paid for once per minibatch), and how many proposals may be in
+flight at once (P x N).
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gepa_opt.pareto import Scores
 from gepa_opt.selection import CandidateSelector
+from gepa_opt.types import ExampleId
 
 
 @dataclass(frozen=True)
 class ProposalShape:
     parents: int
+    """P: parents drawn together, each with one minibatch its children share."""
     children: int
+    """N: children reflected from each parent on that minibatch."""
+
+    def __post_init__(self) -> None:
+        for name in ("parents", "children"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ProposalShape.{name} must be an integer >= 1, got {value!r}")
 
     @property
     def width(self) -> int:
@@ -39,15 +49,18 @@ class ProposalShape:
 
 @dataclass
 class ParentQueue:
-    """Hands out parents: P drawn together from the pool as it is then, each N times."""
+    """Hands out (parent, minibatch): P parents drawn together from the pool as it is
+    then, each with a minibatch of its own, each pair N times."""
 
     shape: ProposalShape
     selector: CandidateSelector
     rng: random.Random
-    _queue: list[int] = field(default_factory=list)
+    next_minibatch: Callable[[], list[ExampleId]]
+    _queue: list[tuple[int, list[ExampleId]]] = field(default_factory=list)
 
-    def next(self, val_scores: Sequence[Scores]) -> int:
+    def next(self, val_scores: Sequence[Scores]) -> tuple[int, list[ExampleId]]:
         if not self._queue:
-            group = [self.selector.select(val_scores, self.rng) for _ in range(self.shape.parents)]
-            self._queue = [parent for parent in group for _ in range(self.shape.children)]
+            for _ in range(self.shape.parents):
+                pair = (self.selector.select(val_scores, self.rng), self.next_minibatch())
+                self._queue += [pair] * self.shape.children
         return self._queue.pop(0)

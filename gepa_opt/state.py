@@ -35,7 +35,7 @@ class ProposalRecord:
 class GEPAState:
     candidates: list[Candidate] = field(default_factory=list)
     parents: list[tuple[int, ...]] = field(default_factory=list)
-    """Per candidate: () for the seed, (parent,) for a mutation; merges will add pairs."""
+    """Per candidate: () for the seed, (parent,) for a mutation, (i, j) for a merge."""
     val_scores: list[dict[ExampleId, float]] = field(default_factory=list)
     component_cursor: list[int] = field(default_factory=list)
     """Per candidate: where its round-robin over components resumes."""
@@ -44,6 +44,10 @@ class GEPAState:
     """Proposals started so far."""
     idle_iterations: int = 0
     """Proposals in a row that cost no metric call (see GEPAConfig.max_idle_iterations)."""
+    merges_tried: list[tuple[int, int, int]] = field(default_factory=list)
+    """(i, j, common ancestor) of every merge attempted, so none is tried twice."""
+    merges_due: int = 0
+    """Accepted proposals not yet followed by a merge attempt."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     """Candidate digest -> pool index, for duplicate detection."""
 

@@ -15,7 +15,9 @@ from gepa_opt import (
     Finished,
     FrontierChanged,
     GEPAConfig,
+    GEPAEngine,
     GEPAEvent,
+    MergeTried,
     ProposalAccepted,
     ProposalRejected,
     ProposalStarted,
@@ -23,6 +25,8 @@ from gepa_opt import (
     StopReason,
     optimize,
 )
+from gepa_opt.shape import ProposalShape
+from gepa_opt.stopping import LMUsage, StopRules
 from gepa_opt.types import Candidate, candidate_digest
 
 KEYWORDS = ["cite", "units", "brief", "table", "verify", "cents"]
@@ -383,10 +387,18 @@ async def test_bad_inputs_are_named() -> None:
     n_val=st.integers(1, 6),
     concurrency=st.integers(1, 16),
     shape=st.sampled_from(["1x1", "2x2", "4x2", "8x1"]),
+    merge=st.booleans(),
     seed=st.integers(0, 3),
 )
 def test_budget_is_never_exceeded(
-    budget: int, minibatch: int, n_train: int, n_val: int, concurrency: int, shape: str, seed: int
+    budget: int,
+    minibatch: int,
+    n_train: int,
+    n_val: int,
+    concurrency: int,
+    shape: str,
+    merge: bool,
+    seed: int,
 ) -> None:
     adapter = KeywordAdapter(delay_s=0.0001)  # varied completion order
     config = GEPAConfig(
@@ -394,6 +406,7 @@ def test_budget_is_never_exceeded(
         reflection_minibatch_size=minibatch,
         max_concurrency=concurrency,
         proposal_shape=shape,
+        use_merge=merge,
         seed=seed,
         max_idle_iterations=3,
     )
@@ -411,7 +424,86 @@ def test_budget_is_never_exceeded(
     # no (candidate, split, example) pair paid twice, even when proposals ran side by side
     assert len(adapter.evaluated) == len(set(adapter.evaluated)) == result.metric_calls_used
     assert adapter.most_in_flight <= concurrency
-    assert sum(r.metric_calls for r in result.history) + n_val == result.metric_calls_used
+    if not merge:  # a merge's calls are not in a proposal's record
+        assert sum(r.metric_calls for r in result.history) + n_val == result.metric_calls_used
     if result.stop_reason is StopReason.BUDGET:
         # Stopped only because a whole proposal (minibatches and a valset) no longer fits.
         assert budget - result.metric_calls_used < 2 * min(minibatch, n_train) + n_val
+
+
+async def test_score_target_ends_the_run_early() -> None:
+    config = GEPAConfig(max_metric_calls=400, seed=1, stop=StopRules(score_target=0.5))
+    result, _ = await run_keyword_task(config)
+    assert result.stop_reason is StopReason.SCORE_TARGET
+    assert 0.5 <= result.best_score < 1.0  # stopped as soon as the target was met
+    assert result.metric_calls_used < 400
+
+
+async def test_a_stop_file_present_at_start_starts_no_proposal(tmp_path) -> None:
+    (tmp_path / "STOP").touch()
+    config = GEPAConfig(max_metric_calls=400, stop=StopRules(stop_file=tmp_path / "STOP"))
+    result, _ = await run_keyword_task(config)
+    assert result.stop_reason is StopReason.STOP_FILE
+    assert result.history == [] and result.metric_calls_used == 6  # the seed's valset only
+
+
+async def test_token_budget_reads_the_callers_usage() -> None:
+    reflector = KeywordReflector()
+
+    def usage() -> LMUsage:  # pretend every reflection cost 1,000 prompt tokens
+        return LMUsage(prompt_tokens=1000 * len(reflector.prompts))
+
+    result = await optimize(
+        {"instructions": "Answer."}, tasks("train", 12), tasks("val", 6), KeywordAdapter(),
+        reflector, GEPAConfig(max_metric_calls=400, stop=StopRules(max_tokens=3000)),
+        usage=usage,
+    )  # fmt: skip
+    assert result.stop_reason is StopReason.TOKENS
+    assert len(reflector.prompts) == 3  # checked after each proposal: the third crossed it
+
+
+async def test_no_improvement_for_k_proposals() -> None:
+    result = await optimize(
+        {"p": "Answer."}, tasks("train", 6), tasks("val", 3), KeywordAdapter(),
+        ScriptedReflector(["```\nAnswer. nothing\n```"] * 50),
+        GEPAConfig(max_metric_calls=400, stop=StopRules(max_proposals_without_improvement=4)),
+    )  # fmt: skip
+    assert result.stop_reason is StopReason.NO_IMPROVEMENT
+    assert len(result.history) == 4
+
+
+def test_auto_shape_widens_with_the_worker_pool() -> None:
+    def shape(workers: int) -> ProposalShape:
+        config = GEPAConfig(proposal_shape="auto", max_concurrency=workers)
+        return GEPAEngine(
+            {"p": "x"}, tasks("train", 6), tasks("val", 6), KeywordAdapter(), KeywordReflector(),
+            config,
+        ).shape  # fmt: skip
+
+    assert shape(1) == ProposalShape(1, 1)
+    assert shape(16).width > 1
+
+
+async def test_merges_combine_two_lineages_beside_mutations() -> None:
+    events: list[GEPAEvent] = []
+    adapter = KeywordAdapter()
+    config = GEPAConfig(
+        max_metric_calls=300, use_merge=True, max_merge_invocations=2, proposal_shape="2x1",
+        max_concurrency=4,
+    )  # fmt: skip
+    result = await optimize(
+        {"a": "Answer.", "b": "Be kind."}, tasks("train", 12), tasks("val", 6), adapter,
+        KeywordReflector(), config, on_event=events.append,
+    )  # fmt: skip
+    merges = [e for e in events if isinstance(e, MergeTried)]
+    assert 1 <= len(merges) <= 2
+    admitted = [m for m in merges if m.candidate_idx is not None]
+    assert admitted and result.merged_candidates == len(admitted)
+    for m in admitted:
+        merged = result.candidates[m.candidate_idx]
+        assert result.parents[m.candidate_idx] == (m.i, m.j)
+        assert m.subsample_score >= m.parents_best_subsample_score
+        sides = [result.candidates[k] for k in (m.i, m.j, m.ancestor)]
+        assert all(merged[c] in {side[c] for side in sides} for c in merged)
+        assert merged not in sides
+    assert len(adapter.evaluated) == len(set(adapter.evaluated)) == result.metric_calls_used

@@ -1,0 +1,670 @@
+"""gepa_opt beside upstream gepa 0.1.4: time to the same quality, same task, LM, budget, seeds.
+
+Engines (one invocation runs them side by side):
+  A  upstream gepa 0.1.4, default: one mutation per step, W-thread parallel batch evaluation
+  B  upstream gepa 0.1.4, `PxNSampling(P, N)` + `BestImprovement` selection (`--shape`)
+  C  gepa_opt, `GEPAConfig(proposal_shape=--shape, max_concurrency=W)`
+  D  gepa_opt, `proposal_shape="auto"` (skipped with a note if GEPAConfig rejects "auto")
+
+Task: the demo agent (`infra/agents/intent_router.py`) with its two prompt components
+(instructions, example turns), on the requests of `infra/traces/demo_data/heldout.jsonl`,
+split by `--split-seed` into train / val / test (30 / 30 / 80). The metric needs no judge,
+so both libraries see exactly the same one: 1.0 if the first intent the reply names is the
+true intent, else 0.0, with feedback naming the right intent. Defaults shared by both
+libraries: minibatch 3, Pareto candidate selection, round-robin components, skip perfect
+parents, the paper's meta-prompt (both ship the same text and record rendering).
+
+LM: the local model (`LocalLM()`, default settings) is both the agent and the reflection
+LM (200 tokens, temperature 0.7, a fresh sampling seed per call drawn from the run's seed).
+Settings: `local` (the model as is) and `latency` (each call first sleeps a lognormal
+delay, median `--median-latency` s, sigma `--latency-sigma`: a remote API). W = `--workers`
+LM-bound calls in flight, in both settings.
+
+How upstream (synchronous) is wired: every async LM call runs on one event loop in a
+background thread (`asyncio.run_coroutine_threadsafe`); the adapter's `batch_evaluate`
+and `evaluate` fan each (candidate, example) pair out to a pool of W threads, and the
+reflection LM's `batch_complete` (which upstream uses for the several reflections of a
+PxN step) sends its prompts through the same pool. Its utilization is the busy
+thread-seconds of that pool over W x wall seconds; gepa_opt reports its own
+(`GEPAResult.worker_utilization`, slot-seconds of its W-slot pool, reflections included).
+
+Metric calls and reflection calls are counted in the shared harness, identically for all
+engines; overshoot is calls used past `--budget`. Best val is the library's best candidate
+on the valset; test is that candidate on the test split (raw LM, untimed).
+
+Time to quality: each engine records a timeline of (seconds since its `optimize` call,
+best val score so far), one point whenever a candidate enters its pool: for gepa_opt at
+each `FrontierChanged` event (`on_event`), for upstream at each `on_valset_evaluated`
+callback (the seed and every accepted candidate, fired right after its valset evaluation).
+The bar for a setting+seed is A's final best val; if A never beat the seed's score, the
+best val any engine reached (printed when so). An engine's time to quality is the first
+timeline point at or above the bar; per setting the ratios C/A, C/B (D/A, D/B) are of the
+mean time to quality over the seeds where both engines reached the bar.
+
+    .venv/bin/python benchmarks/gepa_vs_upstream.py [--budget 200] [--seeds 0 1 2]
+        [--settings local latency] [--engines A B C D] [--workers 8] [--shape 2x2]
+        [--median-latency 1.0] [--latency-sigma 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import infra.traces
+from flows.collect import load_heldout
+from gepa_opt import EvaluationBatch, FrontierChanged, GEPAConfig, GEPAEngine
+from infra.agents.intent_router import LABELS, IntentRouter, parse_intent
+from infra.lm import LM, Completion
+from infra.lm.local import LocalLM
+from infra.settings import AgentOptSettings
+from infra.types import Example
+
+HELDOUT = Path(infra.traces.__file__).parent / "demo_data" / "heldout.jsonl"
+ENGINES = {
+    "A": "upstream 1x1",
+    "B": "upstream {shape} best",
+    "C": "ours {shape}",
+    "D": "ours auto",
+}
+
+# ---------------------------------------------------------------------------------------
+# The task
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    train: list[Example]
+    val: list[Example]
+    test: list[Example]
+    seed_prompts: dict[str, str]
+
+
+def load_task(n_train: int, n_val: int, split_seed: int) -> Task:
+    """The labelled demo requests, shuffled once by a fixed seed and cut in three."""
+    examples = sorted(load_heldout(HELDOUT), key=lambda e: e.id)
+    random.Random(split_seed).shuffle(examples)
+    train, val = examples[:n_train], examples[n_train : n_train + n_val]
+    test = examples[n_train + n_val :]
+    if not test:
+        raise SystemExit(f"{len(examples)} examples leave no test split after {n_train}+{n_val}")
+    return Task(train, val, test, IntentRouter().seed_prompts())
+
+
+def judge_reply(example: Example, output: str) -> tuple[float, str]:
+    """Exact match of the predicted intent, and feedback that names the right one."""
+    want = LABELS[example.reference]
+    got = parse_intent(output)
+    if got == example.reference:
+        return 1.0, f"Correct: this is a '{want}' request."
+    named = f"named '{LABELS[got]}'" if got else "named no label"
+    return 0.0, (
+        f"Wrong: the reply {named}; the right label is '{want}'. The reply must name "
+        f"exactly one of: {', '.join(LABELS.values())}."
+    )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One rollout with its score and feedback: the trajectory both libraries reflect on."""
+
+    example: Example
+    output: str
+    score: float
+    feedback: str
+
+    def record(self) -> dict[str, str]:
+        return {
+            "Inputs": self.example.inputs["request"],
+            "Generated Outputs": self.output,
+            "Feedback": self.feedback,
+        }
+
+
+def reflective_dataset(trajectories: list[Scored], components: list[str]) -> dict[str, list]:
+    records = [s.record() for s in trajectories]
+    return {component: records for component in components}
+
+
+# ---------------------------------------------------------------------------------------
+# LMs, and the harness both libraries call through
+# ---------------------------------------------------------------------------------------
+
+
+class LatencyLM:
+    """An LM behind a remote-API-like delay: each call first sleeps a lognormal time."""
+
+    def __init__(self, inner: LM, median_s: float, sigma: float, rng: random.Random):
+        self.inner, self.mu, self.sigma, self.rng = inner, math.log(median_s), sigma, rng
+
+    async def complete(self, messages: list[dict[str, str]], **params: Any) -> Completion:
+        await asyncio.sleep(self.rng.lognormvariate(self.mu, self.sigma))
+        return await self.inner.complete(messages, **params)
+
+    async def complete_batch(self, batch: list[list[dict[str, str]]], **params) -> list:
+        return list(await asyncio.gather(*(self.complete(m, **params) for m in batch)))
+
+
+class Harness:
+    """The agent, its metric and the reflection LM, counting what each run spends.
+
+    All counting happens in coroutines on the one event loop, so it needs no lock.
+    """
+
+    def __init__(self, lm: LM, seed: int, settings: AgentOptSettings):
+        self.lm, self.seed = lm, seed
+        self.agent = IntentRouter()
+        self.max_tokens, self.reflection_max_tokens = (
+            settings.max_tokens,
+            settings.reflection_max_tokens,
+        )
+        self.metric_calls = 0
+        self.reflection_calls = 0
+
+    async def rollout(self, example: Example, candidate: dict[str, str]) -> Scored:
+        self.metric_calls += 1
+        run = await self.agent.run(
+            example, candidate, self.lm, max_tokens=self.max_tokens, temperature=0.0
+        )
+        return Scored(example, run.output, *judge_reply(example, run.output))
+
+    async def reflect(self, prompt: str) -> str:
+        """A fresh sampling seed per call: N children of one parent must not all coincide."""
+        self.reflection_calls += 1
+        completion = await self.lm.complete(
+            [{"role": "user", "content": prompt}],
+            max_tokens=self.reflection_max_tokens,
+            temperature=0.7,
+            seed=self.seed * 1_000_003 + self.reflection_calls,
+        )
+        return completion.text
+
+
+class LoopThread:
+    """One event loop in a background thread: every LM coroutine of the benchmark runs here."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="bench-loop")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def run(self, coro: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+
+
+# ---------------------------------------------------------------------------------------
+# One run's record
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    engine: str
+    label: str
+    setting: str
+    seed: int
+    wall_s: float
+    metric_calls: int
+    budget: int
+    reflection_calls: int
+    utilization: float
+    best_val: float
+    best_candidate: dict[str, str]
+    timeline: list[tuple[float, float]]
+    """(seconds since the start, best val score so far), one point per pool entry."""
+    test: float = float("nan")
+    ttq_s: float | None = None
+
+    @property
+    def overshoot(self) -> int:
+        return max(0, self.metric_calls - self.budget)
+
+    @property
+    def seed_val(self) -> float:
+        return self.timeline[0][1]
+
+
+# ---------------------------------------------------------------------------------------
+# gepa_opt (C, D)
+# ---------------------------------------------------------------------------------------
+
+
+class OursAdapter:
+    """`gepa_opt.Adapter` over the harness (the engine calls it one example at a time)."""
+
+    def __init__(self, harness: Harness):
+        self.harness = harness
+
+    async def evaluate(
+        self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch:
+        scored = list(await asyncio.gather(*(self.harness.rollout(x, candidate) for x in batch)))
+        return EvaluationBatch(
+            outputs=[s.output for s in scored],
+            scores=[s.score for s in scored],
+            trajectories=scored if capture_traces else None,
+        )
+
+    async def make_reflective_dataset(
+        self, candidate: dict[str, str], eval_batch: EvaluationBatch, components: list[str]
+    ) -> dict[str, list]:
+        return reflective_dataset(eval_batch.trajectories or [], components)
+
+
+def auto_shape_supported() -> bool:
+    try:
+        GEPAConfig(proposal_shape="auto")
+    except ValueError:
+        return False
+    return True
+
+
+async def run_ours(
+    harness: Harness, task: Task, seed: int, budget: int, workers: int, shape: str
+) -> tuple[Any, list[tuple[float, float]], float, str]:
+    """(result, timeline, wall seconds, shape used) of one gepa_opt run."""
+    timeline: list[tuple[float, float]] = []
+    start = time.monotonic()
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, FrontierChanged):
+            best = max(event.best_score, timeline[-1][1] if timeline else -math.inf)
+            timeline.append((time.monotonic() - start, best))
+
+    config = GEPAConfig(
+        max_metric_calls=budget, max_concurrency=workers, proposal_shape=shape, seed=seed
+    )
+    engine = GEPAEngine(
+        task.seed_prompts,
+        task.train,
+        task.val,
+        OursAdapter(harness),
+        harness.reflect,
+        config,
+        example_id=lambda ex: ex.id,
+        on_event=on_event,
+    )
+    result = await engine.run()
+    return result, timeline, time.monotonic() - start, str(getattr(engine, "shape", shape))
+
+
+# ---------------------------------------------------------------------------------------
+# upstream gepa 0.1.4 (A, B)
+# ---------------------------------------------------------------------------------------
+
+
+class ThreadSlots:
+    """W threads for upstream's LM-bound calls, and how long they were busy."""
+
+    def __init__(self, size: int, loop: LoopThread):
+        self.size, self.loop = size, loop
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="upstream-slot")
+        self._lock = threading.Lock()
+        self.busy_s = 0.0
+
+    def map(self, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        """Run each coroutine factory on a free thread (blocking on the loop); in order."""
+        return [f.result() for f in [self._pool.submit(self._run, call) for call in calls]]
+
+    def _run(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        start = time.monotonic()
+        try:
+            return self.loop.run(call())
+        finally:
+            with self._lock:
+                self.busy_s += time.monotonic() - start
+
+    def utilization(self, wall_s: float) -> float:
+        return self.busy_s / (self.size * wall_s) if wall_s > 0 else 0.0
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+
+class UpstreamAdapter:
+    """`gepa.GEPAAdapter`: every (candidate, example) of a call goes out on the W threads."""
+
+    propose_new_texts = None  # upstream's default proposer: the reflection LM below
+
+    def __init__(self, harness: Harness, slots: ThreadSlots):
+        self.harness, self.slots = harness, slots
+
+    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Example]]]) -> list:
+        from gepa import EvaluationBatch as UpstreamBatch
+
+        def call(candidate: dict[str, str], example: Example) -> Callable[[], Awaitable[Scored]]:
+            return lambda: self.harness.rollout(example, candidate)
+
+        flat = self.slots.map([call(c, x) for c, batch in items for x in batch])
+        results, at = [], 0
+        for _, batch in items:
+            group, at = flat[at : at + len(batch)], at + len(batch)
+            results.append(
+                UpstreamBatch(
+                    outputs=[s.output for s in group],
+                    scores=[s.score for s in group],
+                    trajectories=group,
+                )
+            )
+        return results
+
+    def evaluate(
+        self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
+    ) -> Any:
+        (result,) = self.batch_evaluate([(candidate, batch)])
+        if not capture_traces:
+            result.trajectories = None
+        return result
+
+    def make_reflective_dataset(
+        self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
+    ) -> dict[str, list]:
+        return reflective_dataset(eval_batch.trajectories or [], components_to_update)
+
+
+class UpstreamReflectionLM:
+    """Upstream's `LanguageModel` (prompt -> text), with `batch_complete` so that the
+    reflections of one PxN step go out together on the W threads."""
+
+    def __init__(self, harness: Harness, slots: ThreadSlots):
+        self.harness, self.slots = harness, slots
+
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        return self.batch_complete([prompt])[0]
+
+    def batch_complete(self, prompts: list[str | list[dict[str, Any]]]) -> list[str]:
+        def call(prompt: str) -> Callable[[], Awaitable[str]]:
+            return lambda: self.harness.reflect(prompt)
+
+        return self.slots.map([call(_prompt_text(p)) for p in prompts])
+
+
+def _prompt_text(prompt: str | list[dict[str, Any]]) -> str:
+    """Upstream passes a string, or chat messages to `batch_complete`."""
+    return prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
+
+
+class UpstreamTimeline:
+    """Upstream callback: a timeline point each time a candidate's valset score is known."""
+
+    def __init__(self, start: float):
+        self.start = start
+        self.points: list[tuple[float, float]] = []
+
+    def on_valset_evaluated(self, event: dict[str, Any]) -> None:
+        best = max(event["average_score"], self.points[-1][1] if self.points else -math.inf)
+        self.points.append((time.monotonic() - self.start, best))
+
+
+class QuietLogger:
+    def log(self, message: str) -> None:
+        pass
+
+
+def run_upstream(
+    harness: Harness,
+    loop: LoopThread,
+    task: Task,
+    seed: int,
+    budget: int,
+    workers: int,
+    shape: tuple[int, int] | None,
+) -> tuple[Any, list[tuple[float, float]], float, float]:
+    """(result, timeline, wall seconds, utilization) of one upstream run; `shape` None = A."""
+    try:
+        import gepa
+        from gepa.strategies.proposal_sampling import PxNSampling
+        from gepa.strategies.proposal_selection import BestImprovement
+    except ImportError as err:
+        raise SystemExit(
+            "engines A and B need upstream gepa: .venv/bin/pip install -e '.[bench]'"
+        ) from err
+    strategies = {}
+    if shape is not None:
+        strategies = {
+            "sampling_strategy": PxNSampling(*shape),
+            "selection_strategy": BestImprovement(),
+        }
+    slots = ThreadSlots(workers, loop)
+    start = time.monotonic()
+    timeline = UpstreamTimeline(start)
+    try:
+        result = gepa.optimize(
+            seed_candidate=task.seed_prompts,
+            trainset=task.train,
+            valset=task.val,
+            adapter=UpstreamAdapter(harness, slots),
+            reflection_lm=UpstreamReflectionLM(harness, slots),
+            max_metric_calls=budget,
+            seed=seed,
+            logger=QuietLogger(),
+            callbacks=[timeline],
+            **strategies,
+        )
+        wall = time.monotonic() - start
+    finally:
+        slots.close()
+    return result, timeline.points, wall, slots.utilization(wall)
+
+
+# ---------------------------------------------------------------------------------------
+# Running one engine, and the held-out score
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    loop: LoopThread
+    lm: LM
+    task: Task
+    settings: AgentOptSettings = field(default_factory=AgentOptSettings)
+    _test_cache: dict[str, float] = field(default_factory=dict)
+
+    def harness(self, setting: str, seed: int) -> Harness:
+        lm = self.lm
+        if setting == "latency":
+            rng = random.Random(f"latency:{seed}")
+            lm = LatencyLM(self.lm, self.args.median_latency, self.args.latency_sigma, rng)
+        return Harness(lm, seed, self.settings)
+
+    def run(self, engine: str, setting: str, seed: int) -> Run:
+        args, harness = self.args, self.harness(setting, seed)
+        label = ENGINES[engine].format(shape=args.shape)
+        if engine in ("A", "B"):
+            shape = None if engine == "A" else _parse_shape(args.shape)
+            result, timeline, wall, util = run_upstream(
+                harness, self.loop, self.task, seed, args.budget, args.workers, shape
+            )
+            best_val = result.val_aggregate_scores[result.best_idx]
+        else:
+            shape = args.shape if engine == "C" else "auto"
+            result, timeline, wall, used = self.loop.run(
+                run_ours(harness, self.task, seed, args.budget, args.workers, shape)
+            )
+            label = f"ours auto={used}" if engine == "D" else label
+            best_val, util = result.best_score, result.worker_utilization
+        run = Run(
+            engine=engine,
+            label=f"{engine} {label}",
+            setting=setting,
+            seed=seed,
+            wall_s=wall,
+            metric_calls=harness.metric_calls,
+            budget=args.budget,
+            reflection_calls=harness.reflection_calls,
+            utilization=util,
+            best_val=best_val,
+            best_candidate=dict(result.best_candidate),
+            timeline=timeline,
+        )
+        run.test = self.test_score(run.best_candidate)
+        return run
+
+    def test_score(self, candidate: dict[str, str]) -> float:
+        """The candidate on the test split, on the raw LM (untimed); cached by its texts."""
+        key = json.dumps(candidate, sort_keys=True)
+        if key not in self._test_cache:
+            harness = Harness(self.lm, 0, self.settings)
+            scored = self.loop.run(
+                asyncio.gather(*(harness.rollout(x, candidate) for x in self.task.test))
+            )
+            self._test_cache[key] = fmean(s.score for s in scored)
+        return self._test_cache[key]
+
+
+def _parse_shape(text: str) -> tuple[int, int]:
+    p, _, n = text.lower().partition("x")
+    return int(p), int(n)
+
+
+# ---------------------------------------------------------------------------------------
+# Time to quality and the report
+# ---------------------------------------------------------------------------------------
+
+EPS = 1e-9
+
+
+def quality_bar(runs: dict[str, Run]) -> tuple[float, str]:
+    """A's final best val; the best any engine reached if A never beat the seed's score."""
+    best_any = max(r.best_val for r in runs.values())
+    if "A" not in runs:
+        return best_any, "A not run: bar = best val any engine reached"
+    a = runs["A"]
+    if a.best_val > a.seed_val + EPS:
+        return a.best_val, "bar = A's final best val"
+    if best_any > a.seed_val + EPS:
+        return best_any, "A never beat the seed's score: bar = best val any engine reached"
+    return best_any, "no engine beat the seed's score: bar = the seed's score"
+
+
+def time_to_quality(timeline: list[tuple[float, float]], bar: float) -> float | None:
+    return next((t for t, best in timeline if best >= bar - EPS), None)
+
+
+HEADER = (
+    f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'calls':>7}{'over':>6}"
+    f"{'refl':>6}{'util':>6}{'best_val':>9}{'test':>7}{'ttq_s':>8}"
+)
+
+
+def row(run: Run) -> str:
+    ttq = "never" if run.ttq_s is None else f"{run.ttq_s:.1f}"
+    return (
+        f"{run.label:<22}{run.setting:<9}{run.seed:>4}{run.wall_s:>8.1f}{run.metric_calls:>7}"
+        f"{run.overshoot:>6}{run.reflection_calls:>6}{run.utilization:>6.2f}"
+        f"{run.best_val:>9.3f}{run.test:>7.3f}{ttq:>8}"
+    )
+
+
+def report_group(runs: dict[str, Run]) -> None:
+    bar, note = quality_bar(runs)
+    for run in runs.values():
+        run.ttq_s = time_to_quality(run.timeline, bar)
+    first = next(iter(runs.values()))
+    print(f"\n{first.setting}, seed {first.seed}: quality bar {bar:.3f} ({note})")
+    print(HEADER)
+    for run in runs.values():
+        print(row(run))
+    sys.stdout.flush()
+
+
+def ratio(groups: list[dict[str, Run]], num: str, den: str) -> str:
+    pairs = [
+        (g[num].ttq_s, g[den].ttq_s)
+        for g in groups
+        if num in g and den in g and g[num].ttq_s is not None and g[den].ttq_s is not None
+    ]
+    if not pairs:
+        return f"  {num}/{den} time to quality: n/a (no seed where both reached the bar)"
+    value = fmean(n for n, _ in pairs) / fmean(d for _, d in pairs)
+    seeds = f"{len(pairs)}/{len(groups)} seeds"
+    return f"  {num}/{den} time to quality: {value:.2f} (ratio of means over {seeds})"
+
+
+def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
+    print(f"\n== {setting}: time to quality, means over seeds ==")
+    engines = [e for e in ENGINES if any(e in g for g in groups)]
+    for engine in engines:
+        times = [g[engine].ttq_s for g in groups if engine in g]
+        reached = [t for t in times if t is not None]
+        mean = f"{fmean(reached):.1f} s" if reached else "never"
+        print(f"  {engine}: {mean} (reached the bar in {len(reached)}/{len(times)} seeds)")
+    for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
+        if num in engines and den in engines:
+            print(ratio(groups, num, den))
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--budget", type=int, default=200, help="metric calls per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--settings", nargs="+", default=["local", "latency"], choices=["local", "latency"]
+    )
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--workers", type=int, default=8, help="W: LM-bound calls in flight")
+    parser.add_argument("--shape", default="2x2", help="PxN of engines B and C")
+    parser.add_argument("--median-latency", type=float, default=1.0, help="seconds")
+    parser.add_argument("--latency-sigma", type=float, default=0.5)
+    parser.add_argument("--n-train", type=int, default=30)
+    parser.add_argument("--n-val", type=int, default=30)
+    parser.add_argument("--split-seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    engines = sorted(set(args.engines))  # A first: its final score is the others' bar
+    if "D" in engines and not auto_shape_supported():
+        print('note: GEPAConfig does not accept proposal_shape="auto" yet; skipping D')
+        engines.remove("D")
+    task = load_task(args.n_train, args.n_val, args.split_seed)
+    print(
+        f"task: {len(task.train)} train / {len(task.val)} val / {len(task.test)} test; "
+        f"budget {args.budget}, W={args.workers}, shape {args.shape}, engines {engines}; "
+        f"latency lognormal median {args.median_latency} s, sigma {args.latency_sigma}"
+    )
+    loop, lm = LoopThread(), LocalLM()
+    bench = Bench(args, loop, lm, task)
+    try:
+        for setting in args.settings:
+            groups = []
+            for seed in args.seeds:
+                runs = {}
+                for engine in engines:
+                    print(f"... {engine} {setting} seed {seed}", file=sys.stderr, flush=True)
+                    runs[engine] = bench.run(engine, setting, seed)
+                report_group(runs)
+                groups.append(runs)
+            report_setting(setting, groups)
+    finally:
+        lm.close()
+        loop.close()
+
+
+if __name__ == "__main__":
+    main()
