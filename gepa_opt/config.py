@@ -77,6 +77,11 @@ class GEPAConfig:
     score target, K proposals without improvement, a stop file. Checked when a proposal
     ends and before the next starts; proposals already in flight finish (they are paid)."""
 
+    run_dir: str | None = None
+    """Where the run state is saved after every finished evaluation batch (JSON plus
+    content-addressed texts, written atomically). If it already holds a state, the run
+    resumes from it: same pool, budget, cache and RNG streams, paying for nothing again."""
+
     max_idle_iterations: int = 100
     """Stop after this many proposals in a row that cost no metric call (perfect parents
     already cached, empty or duplicate proposals): with the cache, nothing else would end

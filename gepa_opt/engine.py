@@ -38,12 +38,15 @@ from gepa_opt.events import (
 )
 from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
 from gepa_opt.pareto import aggregate, best_index, frontier_score, win_counts
+from gepa_opt.persistence import RunStore
 from gepa_opt.proposer import propose_texts
 from gepa_opt.result import GEPAResult
 from gepa_opt.runtime_model import auto_shape
 from gepa_opt.sampling import EpochSampler
 from gepa_opt.selection import make_candidate_selector
 from gepa_opt.shape import ParentQueue, ProposalShape
+from gepa_opt.snapshot import restore, snapshot_of
+from gepa_opt.snapshot_json import decode_example_id, encode_example_id
 from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.stopping import LMUsage, RunProgress
 from gepa_opt.types import (
@@ -143,7 +146,7 @@ class GEPAEngine(Generic[DataInst]):
         self._component_selector = make_component_selector(config.module_selection)
         # Separate streams: changing how parents are picked leaves the minibatches alone.
         self.shape = _resolve_shape(config, len(self._val))
-        sampler = EpochSampler(
+        self._sampler = sampler = EpochSampler(
             [i for i, _ in self._train],
             config.reflection_minibatch_size,
             random.Random(f"gepa:{config.seed}:minibatch"),
@@ -155,12 +158,14 @@ class GEPAEngine(Generic[DataInst]):
             sampler.next_batch,
         )
         self._events = EventBus(on_event)
+        self._store = RunStore(config.run_dir) if config.run_dir else None
         self._frontier: tuple[object, ...] | None = None
         self.state = GEPAState()
 
     async def run(self) -> GEPAResult:
         started = self._started = time.monotonic()
-        await self._add_seed()
+        if not self._resume():
+            await self._add_seed()
         stop = await self._schedule()
         best = best_index(self.state.val_scores)
         await self._events.emit(
@@ -194,6 +199,7 @@ class GEPAEngine(Generic[DataInst]):
         reservation.release()
         self.state.add(self._seed, (), self._val_scores(val))
         self._best_score = aggregate(self.state.val_scores[0])
+        self._save()
         await self._update_frontier()
 
     async def _schedule(self) -> StopReason:
@@ -344,6 +350,11 @@ class GEPAEngine(Generic[DataInst]):
         )
 
     def _finish(self, record: ProposalRecord | MergeTried) -> StopReason | None:
+        stop = self._record(record)
+        self._save()
+        return stop
+
+    def _record(self, record: ProposalRecord | MergeTried) -> StopReason | None:
         state = self.state
         best = aggregate(state.val_scores[best_index(state.val_scores)])
         self._since_improvement = 0 if best > self._best_score else self._since_improvement + 1
@@ -455,8 +466,66 @@ class GEPAEngine(Generic[DataInst]):
     ) -> EvaluationBatch:
         batch, charged = await self._evaluator.evaluate(candidate, split, examples, reservation)
         if charged:
+            self._save()
             await self._emit_budget(iteration, metric_calls=charged, reflection_calls=0)
         return batch
+
+    # ---- persistence (GEPAConfig.run_dir) ----
+
+    def _rngs(self) -> dict[str, random.Random]:
+        return {
+            "selection": self._parents.rng,
+            "minibatch": self._sampler.rng,
+            "merge": self._merge_rng,
+        }
+
+    def _save(self) -> None:
+        """Persist what is finished: in-flight pairs are charged but have no result yet, so
+        they are left out of the saved budget and a resumed run pays them once."""
+        if self._store is None or not self.state.candidates:
+            return
+        snapshot = snapshot_of(
+            self.state,
+            self._budget,
+            self._evaluator.cache,
+            self._rngs(),
+            extra={
+                "sampler_queue": [encode_example_id(i) for i in self._sampler.queue],
+                "parent_queue": [
+                    [parent, [encode_example_id(i) for i in ids]]
+                    for parent, ids in self._parents.queued
+                ],
+                "best_score": self._best_score,
+                "since_improvement": self._since_improvement,
+            },
+        )
+        snapshot.metric_calls_used -= self._evaluator.unfinished()
+        self._store.save(snapshot)
+
+    def _resume(self) -> bool:
+        """Load the state saved in run_dir, if any; True when the run continues from it."""
+        snapshot = self._store.load() if self._store is not None else None
+        if snapshot is None:
+            return False
+        if snapshot.candidates[0] != self._seed:
+            raise ValueError(
+                f"{self._store.state_path}: its seed candidate is not this run's seed; "
+                "use a new GEPAConfig.run_dir for a new run"
+            )
+        self.state, budget, cache, rngs = restore(snapshot)
+        budget.max_metric_calls = self._config.max_metric_calls  # a resume may extend it
+        self._budget = budget
+        self._evaluator = Evaluator(self._adapter, cache, self._workers)
+        for name, rng in self._rngs().items():
+            rng.setstate(rngs[name].getstate())
+        extra = snapshot.extra
+        self._sampler.queue = [decode_example_id(i) for i in extra["sampler_queue"]]
+        self._parents.queued = [
+            (parent, [decode_example_id(i) for i in ids]) for parent, ids in extra["parent_queue"]
+        ]
+        self._best_score = extra["best_score"]
+        self._since_improvement = extra["since_improvement"]
+        return True
 
     async def _emit_budget(self, iteration: int, metric_calls: int, reflection_calls: int) -> None:
         await self._events.emit(

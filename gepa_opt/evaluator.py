@@ -9,6 +9,7 @@ from typing import Generic
 
 from gepa_opt.budget import Reservation
 from gepa_opt.cache import CachedEvaluation, CacheKey, EvaluationCache, Split
+from gepa_opt.snapshot import NOT_PERSISTED
 from gepa_opt.types import (
     Adapter,
     Candidate,
@@ -40,10 +41,25 @@ class Evaluator(Generic[DataInst]):
         self._workers = workers
         self._in_flight: dict[CacheKey, asyncio.Future[None]] = {}
 
+    @property
+    def cache(self) -> EvaluationCache:
+        return self._cache
+
+    def unfinished(self) -> int:
+        """Pairs charged and running now: paid for, but with no result to save yet."""
+        return sum(not future.done() for future in self._in_flight.values())
+
     def missing(self, candidate: Candidate, split: Split, examples: Sequence[Example]) -> int:
         """Metric calls an evaluation of these examples could cost now (at most)."""
         digest = candidate_digest(candidate)
-        return sum(self._cache.get(digest, split, i) is None for i, _ in examples)
+        traced = split is Split.TRAIN
+        return sum(not self._usable(self._cache.get(digest, split, i), traced) for i, _ in examples)
+
+    @staticmethod
+    def _usable(hit: CachedEvaluation | None, traced: bool) -> bool:
+        """A resumed run lost the trajectories that were not plain JSON: reflection needs
+        them, so such a train pair is run (and paid for) again."""
+        return hit is not None and not (traced and hit.trajectory is NOT_PERSISTED)
 
     async def evaluate(
         self,
@@ -59,7 +75,7 @@ class Evaluator(Generic[DataInst]):
         theirs: list[asyncio.Future[None]] = []
         for example_id, example in examples:
             key = (digest, split, example_id)
-            if self._cache.get(*key) is not None:
+            if self._usable(self._cache.get(*key), traced):
                 continue
             if key in self._in_flight:
                 theirs.append(self._in_flight[key])

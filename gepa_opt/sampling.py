@@ -20,13 +20,22 @@ class EpochSampler:
     def __init__(self, ids: Sequence[ExampleId], size: int, rng: random.Random) -> None:
         self._ids = list(ids)
         self._size = min(size, len(self._ids))
-        self._rng = rng
+        self.rng = rng
         self._queue: list[ExampleId] = []
+
+    @property
+    def queue(self) -> list[ExampleId]:
+        """Ids not yet drawn from the current passes: with the rng state, all a resume needs."""
+        return list(self._queue)
+
+    @queue.setter
+    def queue(self, ids: list[ExampleId]) -> None:
+        self._queue = list(ids)
 
     def next_batch(self) -> list[ExampleId]:
         if len(self._queue) < self._size:
             next_pass = list(self._ids)
-            self._rng.shuffle(next_pass)
+            self.rng.shuffle(next_pass)
             self._queue.extend(next_pass)
         batch: list[ExampleId] = []
         rest: list[ExampleId] = []

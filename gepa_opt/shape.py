@@ -56,11 +56,12 @@ class ParentQueue:
     selector: CandidateSelector
     rng: random.Random
     next_minibatch: Callable[[], list[ExampleId]]
-    _queue: list[tuple[int, list[ExampleId]]] = field(default_factory=list)
+    queued: list[tuple[int, list[ExampleId]]] = field(default_factory=list)
+    """Drawn but not yet handed out (saved with the run state)."""
 
     def next(self, val_scores: Sequence[Scores]) -> tuple[int, list[ExampleId]]:
-        if not self._queue:
+        if not self.queued:
             for _ in range(self.shape.parents):
                 pair = (self.selector.select(val_scores, self.rng), self.next_minibatch())
-                self._queue += [pair] * self.shape.children
-        return self._queue.pop(0)
+                self.queued += [pair] * self.shape.children
+        return self.queued.pop(0)
