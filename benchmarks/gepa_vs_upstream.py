@@ -29,7 +29,10 @@ thread-seconds of that pool over W x wall seconds; gepa_opt reports its own
 (`GEPAResult.worker_utilization`, slot-seconds of its W-slot pool, reflections included).
 
 Metric calls and reflection calls are counted in the shared harness, identically for all
-engines; overshoot is calls used past `--budget`. Best val is the library's best candidate
+engines; overshoot is calls used past `--budget` (upstream checks its budget only between
+steps; gepa_opt starts a proposal only if its worst case, 2 minibatches + the valset, still
+fits, so a budget under seed valset + that worst case, e.g. 40 with a 30-example valset,
+runs no proposal at all). Best val is the library's best candidate
 on the valset; test is that candidate on the test split (raw LM, untimed).
 
 Time to quality: each engine records a timeline of (seconds since its `optimize` call,
@@ -181,6 +184,9 @@ class Harness:
         )
         return Scored(example, run.output, *judge_reply(example, run.output))
 
+    async def rollouts(self, examples: list[Example], candidate: dict[str, str]) -> list[Scored]:
+        return list(await asyncio.gather(*(self.rollout(x, candidate) for x in examples)))
+
     async def reflect(self, prompt: str) -> str:
         """A fresh sampling seed per call: N children of one parent must not all coincide."""
         self.reflection_calls += 1
@@ -256,7 +262,7 @@ class OursAdapter:
     async def evaluate(
         self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
-        scored = list(await asyncio.gather(*(self.harness.rollout(x, candidate) for x in batch)))
+        scored = await self.harness.rollouts(batch, candidate)
         return EvaluationBatch(
             outputs=[s.output for s in scored],
             scores=[s.score for s in scored],
@@ -524,9 +530,7 @@ class Bench:
         key = json.dumps(candidate, sort_keys=True)
         if key not in self._test_cache:
             harness = Harness(self.lm, 0, self.settings)
-            scored = self.loop.run(
-                asyncio.gather(*(harness.rollout(x, candidate) for x in self.task.test))
-            )
+            scored = self.loop.run(harness.rollouts(self.task.test, candidate))
             self._test_cache[key] = fmean(s.score for s in scored)
         return self._test_cache[key]
 
@@ -562,7 +566,7 @@ def time_to_quality(timeline: list[tuple[float, float]], bar: float) -> float | 
 
 HEADER = (
     f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'calls':>7}{'over':>6}"
-    f"{'refl':>6}{'util':>6}{'best_val':>9}{'test':>7}{'ttq_s':>8}"
+    f"{'refl':>6}{'util':>6}{'seed_val':>9}{'best_val':>9}{'test':>7}{'ttq_s':>8}"
 )
 
 
@@ -571,7 +575,7 @@ def row(run: Run) -> str:
     return (
         f"{run.label:<22}{run.setting:<9}{run.seed:>4}{run.wall_s:>8.1f}{run.metric_calls:>7}"
         f"{run.overshoot:>6}{run.reflection_calls:>6}{run.utilization:>6.2f}"
-        f"{run.best_val:>9.3f}{run.test:>7.3f}{ttq:>8}"
+        f"{run.seed_val:>9.3f}{run.best_val:>9.3f}{run.test:>7.3f}{ttq:>8}"
     )
 
 
