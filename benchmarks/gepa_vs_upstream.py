@@ -4,7 +4,7 @@ Engines (one invocation runs them side by side):
   A  upstream gepa 0.1.4, default: one mutation per step, W-thread parallel batch evaluation
   B  upstream gepa 0.1.4, `PxNSampling(P, N)` + `BestImprovement` selection (`--shape`)
   C  gepa_opt, `GEPAConfig(proposal_shape=--shape, max_concurrency=W)`
-  D  gepa_opt, `proposal_shape="auto"` (skipped with a note if GEPAConfig rejects "auto")
+  D  gepa_opt, `proposal_shape="auto"` (the shape the runtime model picks for W)
 
 Task: the demo agent (`infra/agents/intent_router.py`) with its two prompt components
 (instructions, example turns), on the requests of `infra/traces/demo_data/heldout.jsonl`,
@@ -275,14 +275,6 @@ class OursAdapter:
         return reflective_dataset(eval_batch.trajectories or [], components)
 
 
-def auto_shape_supported() -> bool:
-    try:
-        GEPAConfig(proposal_shape="auto")
-    except ValueError:
-        return False
-    return True
-
-
 async def run_ours(
     harness: Harness, task: Task, seed: int, budget: int, workers: int, shape: str
 ) -> tuple[Any, list[tuple[float, float]], float, str]:
@@ -309,7 +301,7 @@ async def run_ours(
         on_event=on_event,
     )
     result = await engine.run()
-    return result, timeline, time.monotonic() - start, str(getattr(engine, "shape", shape))
+    return result, timeline, time.monotonic() - start, str(engine.shape)
 
 
 # ---------------------------------------------------------------------------------------
@@ -643,9 +635,6 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     engines = sorted(set(args.engines))  # A first: its final score is the others' bar
-    if "D" in engines and not auto_shape_supported():
-        print('note: GEPAConfig does not accept proposal_shape="auto" yet; skipping D')
-        engines.remove("D")
     task = load_task(args.n_train, args.n_val, args.split_seed)
     print(
         f"task: {len(task.train)} train / {len(task.val)} val / {len(task.test)} test; "
