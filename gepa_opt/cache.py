@@ -41,5 +41,8 @@ class EvaluationCache:
     ) -> None:
         self._entries[(digest, split, example_id)] = evaluation
 
+    def items(self) -> list[tuple[CacheKey, CachedEvaluation]]:
+        return list(self._entries.items())
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -84,8 +84,7 @@ def snapshot_of(
         metric_calls_used=budget.metric_calls_used,
         reflection_calls=budget.reflection_calls,
         rng_states={name: rng.getstate() for name, rng in rngs.items()},
-        # EvaluationCache offers no public way to list its entries; this is the one private read.
-        cache=dict(cache._entries),
+        cache=dict(cache.items()),
         extra=copy.deepcopy(dict(extra or {})),
     )
 
