@@ -203,9 +203,9 @@ class GEPAEngine(Generic[DataInst]):
         await self._update_frontier()
 
     async def _schedule(self) -> StopReason:
-        """Keep up to P x N proposals running; start the next as soon as one ends."""
+        """Keep up to P x N proposals and merges running; start the next as one ends."""
         width = self.shape.width
-        running: set[asyncio.Task[ProposalRecord]] = set()
+        running: set[asyncio.Task[ProposalRecord | MergeTried]] = set()
         pending: _Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
