@@ -20,6 +20,7 @@ from gepa_opt import GEPAConfig, optimize
 from infra.lm.model_files import resolve_model_path
 from infra.lm.reflection import reflection_lm
 from infra.lm.threads import run_in_own_thread
+from infra.settings import GEPASettings
 from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
 from judges.align import align_judge
@@ -89,20 +90,24 @@ class Evaluation:
     judge_pass_rate: float
 
 
+def gepa_config(cfg: GEPASettings, seed: int, **overrides: Any) -> GEPAConfig:
+    return GEPAConfig(
+        max_metric_calls=cfg.max_metric_calls,
+        reflection_minibatch_size=cfg.reflection_minibatch_size,
+        max_concurrency=cfg.max_concurrency,
+        proposal_shape=cfg.proposal_shape,
+        seed=seed,
+        **overrides,
+    )
+
+
 async def align_judge_stage(
     rt: Runtime, items: list[JudgedItem], on_event: OnEvent = None
 ) -> JudgeStage:
     cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
     selection, heldout = stratified_split(items, cfg.heldout_fraction, seed)
     train, val = stratified_split(selection, 0.4, seed + 1)
-    config = GEPAConfig(
-        max_metric_calls=cfg.max_metric_calls,
-        reflection_minibatch_size=cfg.reflection_minibatch_size,
-        max_concurrency=cfg.max_concurrency,
-        proposal_shape=cfg.proposal_shape,
-        seed=seed,
-        skip_perfect_score=False,
-    )
+    config = gepa_config(cfg, seed, skip_perfect_score=False)
     aligned = await align_judge(
         rt.lm,
         dict(SEED_JUDGE_PROMPTS),
@@ -155,13 +160,7 @@ async def optimize_prompts_stage(
     adapter = AgentJudgeAdapter(
         rt.agent, rt.lm, judge_of(rt, judge), max_tokens=cfg.max_tokens, temperature=0.0
     )
-    config = GEPAConfig(
-        max_metric_calls=cfg.max_metric_calls,
-        reflection_minibatch_size=cfg.reflection_minibatch_size,
-        max_concurrency=cfg.max_concurrency,
-        proposal_shape=cfg.proposal_shape,
-        seed=cfg.seed,
-    )
+    config = gepa_config(cfg, cfg.seed)
     result = await optimize(
         seed_prompts,
         trainset,

@@ -23,10 +23,16 @@ from gepa_opt.events import (
 from gepa_opt.extraction import extract_proposal
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT
 from gepa_opt.result import GEPAResult
+from gepa_opt.shape import ProposalShape
 from gepa_opt.state import ProposalRecord
+from gepa_opt.stopping import LMUsage, StopRules, TokenPricing
 from gepa_opt.types import Adapter, Candidate, EvaluationBatch, ExampleId, ReflectionLM
 
 __all__ = [
+    "TokenPricing",
+    "StopRules",
+    "ProposalShape",
+    "LMUsage",
     "DEFAULT_REFLECTION_PROMPT",
     "Adapter",
     "BudgetUsed",

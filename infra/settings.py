@@ -53,14 +53,21 @@ class TraceSettings(BaseModel):
     trace_name: str | None = None  # Langfuse: only traces of this name
 
 
-class JudgeSettings(BaseModel):
-    """Aligning the LLM judge to the human annotations."""
+class GEPASettings(BaseModel):
+    """The GEPA knobs both optimized prompts (judge and agent) have."""
 
-    heldout_fraction: float = 0.4
-    max_metric_calls: int = 200  # GEPA budget for the judge prompt
+    max_metric_calls: int = 320  # GEPA's budget
     reflection_minibatch_size: int = 6
     max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
     proposal_shape: str = "1x1"  # GEPA proposals: P parents x N children in flight
+    reflection_max_tokens: int = 200
+
+
+class JudgeSettings(GEPASettings):
+    """Aligning the LLM judge to the human annotations."""
+
+    heldout_fraction: float = 0.4
+    max_metric_calls: int = 200
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
     # A judge whose held-out kappa is below this is not trusted: the night still runs,
@@ -68,16 +75,11 @@ class JudgeSettings(BaseModel):
     min_kappa: float = 0.2
 
 
-class AgentOptSettings(BaseModel):
+class AgentOptSettings(GEPASettings):
     """GEPA on the agent's prompts, with the aligned judge as metric."""
 
-    max_metric_calls: int = 320
-    reflection_minibatch_size: int = 6
-    max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
-    proposal_shape: str = "1x1"  # GEPA proposals: P parents x N children in flight
     pareto_size: int = 20  # examples in the Pareto (validation) set
     max_tokens: int = 24  # the agent's reply budget
-    reflection_max_tokens: int = 200
     seed: int = 0
 
 

@@ -34,10 +34,6 @@ class _Layer:
     down: torch.Tensor
 
 
-def _weight(linear: torch.nn.Module) -> torch.Tensor:
-    return getattr(linear, "base_layer", linear).weight  # a peft-wrapped Linear keeps its base
-
-
 class FusedDecoder:
     """`step(...)` gives the next-token logits of every slab row; `for_model` or None."""
 
@@ -65,16 +61,17 @@ class FusedDecoder:
         with torch.no_grad():
             for layer in model.model.layers:
                 attn, mlp = layer.self_attn, layer.mlp
-                qkv = [_weight(attn.q_proj), _weight(attn.k_proj), _weight(attn.v_proj)]
-                gate_up = [_weight(mlp.gate_proj), _weight(mlp.up_proj)]
+                # built when the batcher starts, before any peft adapter wraps these
+                qkv = [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]
+                gate_up = [mlp.gate_proj.weight, mlp.up_proj.weight]
                 self.layers.append(
                     _Layer(
                         input_norm=layer.input_layernorm,
                         qkv=torch.cat(qkv).contiguous(),
-                        o=_weight(attn.o_proj),
+                        o=attn.o_proj.weight,
                         post_norm=layer.post_attention_layernorm,
                         gate_up=torch.cat(gate_up).contiguous(),
-                        down=_weight(mlp.down_proj),
+                        down=mlp.down_proj.weight,
                     )
                 )
 
