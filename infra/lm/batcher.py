@@ -324,9 +324,7 @@ class Batcher:
                 self.pad_token_id,
                 logits_to_keep=1,
             )
-            room = max(j.request.max_new_tokens for j in jobs)
-            room = max([room] + [r.job.request.max_new_tokens - len(r.tokens) for r in self.rows])
-            self.slab.append(cache, valid, room)
+            self.slab.append(cache, valid)
         except Exception as error:
             for job in jobs:
                 _resolve(job, error=error)
