@@ -2,10 +2,10 @@
 
 On a 2-core CPU a decode step is bound by streaming the weights from memory plus a fixed
 cost per op. transformers runs 7 projections per layer and ~1,000 small ops per step;
-here q/k/v are one matmul and gate/up another (4 per layer), the attention is
-`grouped_decode_attention` on the slab, and nothing else is computed. Norms and rotary
-embeddings are the model's own modules, so the numerics are transformers' own (equal to
-its forward in float32; see tests/test_lm_fused_decode.py).
+here q/k/v are one matmul and gate/up another (4 per layer), the attention is grouped
+per K/V head on the slab (as in `decode_attention`), and nothing else is computed. The
+rotary tables come from the model's own module; in float32 the logits equal transformers'
+forward up to summation order (tests/test_lm_fused_decode.py).
 
 Only the base weights are fused: while a peft adapter is active the batcher uses the
 model's own forward, whose LoRA layers this step would skip.
