@@ -1,33 +1,102 @@
 """Agreement between a judge and the humans, on held-out labels.
 
-Binary pass/fail for now: accuracy, Cohen's kappa, TPR/TNR, each with a bootstrap
-confidence interval (resampling examples, fixed seed).
+Which metrics make sense depends on the score's scale: pass/fail gets accuracy, Cohen's
+kappa and TPR/TNR; named categories get accuracy and kappa; ranked scores get weighted
+kappa and Spearman's rho (plus exact-match accuracy when the levels are discrete). Each
+comes with a bootstrap confidence interval (resampling examples, fixed seed). Pairwise
+judges add the flip rate, their sensitivity to answer order.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from judges.scales import ScoreScale
+
+Metric = Callable[[Sequence[Any], Sequence[Any]], float | None]
 
 
-def accuracy(pred: Sequence[bool], gold: Sequence[bool]) -> float:
+def accuracy(pred: Sequence[Hashable], gold: Sequence[Hashable]) -> float:
     _check(pred, gold)
     return sum(p == g for p, g in zip(pred, gold, strict=True)) / len(gold)
 
 
-def cohen_kappa(pred: Sequence[bool], gold: Sequence[bool]) -> float:
-    """Chance-corrected agreement. When both raters use one class only, agreement is
-    perfect but chance agreement is 1 too: kappa is then defined as 1.0 if they agree
-    everywhere and 0.0 otherwise, instead of 0/0."""
+def cohen_kappa(pred: Sequence[Hashable], gold: Sequence[Hashable]) -> float:
+    """Chance-corrected agreement over any labels. When both raters use one class only,
+    agreement is perfect but chance agreement is 1 too: kappa is then defined as 1.0 if
+    they agree everywhere and 0.0 otherwise, instead of 0/0."""
     _check(pred, gold)
     n = len(gold)
     observed = accuracy(pred, gold)
-    p_pred, p_gold = sum(pred) / n, sum(gold) / n
-    expected = p_pred * p_gold + (1 - p_pred) * (1 - p_gold)
-    if expected == 1.0:
+    pred_counts, gold_counts = Counter(pred), Counter(gold)
+    # In integers, so the one-class case is detected exactly rather than up to rounding.
+    chance = sum(count * gold_counts[label] for label, count in pred_counts.items())
+    if chance == n * n:
         return 1.0 if observed == 1.0 else 0.0
+    expected = chance / (n * n)
     return (observed - expected) / (1 - expected)
+
+
+def weighted_kappa(
+    pred: Sequence[Hashable],
+    gold: Sequence[Hashable],
+    categories: Sequence[Hashable],
+    weights: str = "linear",
+) -> float:
+    """Cohen's kappa where a near miss costs less than a far one, on ordered
+    `categories`: disagreement i vs j weighs |i-j|/(k-1) ("linear") or its square
+    ("quadratic"). Same one-class convention as `cohen_kappa`."""
+    _check(pred, gold)
+    if weights not in ("linear", "quadratic"):
+        raise ValueError(f"weights must be 'linear' or 'quadratic', not {weights!r}")
+    index = {category: i for i, category in enumerate(categories)}
+    if len(index) != len(categories):
+        raise ValueError("categories must not repeat")
+    for value in (*pred, *gold):
+        if value not in index:
+            raise ValueError(f"{value!r} is not one of the categories {list(categories)}")
+    power = 1 if weights == "linear" else 2
+    span = max(len(categories) - 1, 1)
+
+    def cost(a: Hashable, b: Hashable) -> float:
+        return (abs(index[a] - index[b]) / span) ** power
+
+    n = len(gold)
+    observed = sum(cost(p, g) for p, g in zip(pred, gold, strict=True)) / n
+    pred_counts, gold_counts = Counter(pred), Counter(gold)
+    expected = sum(
+        cp * cg * cost(a, b) for a, cp in pred_counts.items() for b, cg in gold_counts.items()
+    ) / (n * n)
+    if expected == 0:  # both raters on one and the same category
+        return 1.0 if observed == 0 else 0.0
+    return 1 - observed / expected
+
+
+def spearman(pred: Sequence[float], gold: Sequence[float]) -> float | None:
+    """Spearman's rho: Pearson correlation of the ranks, ties sharing their average
+    rank. None when either side is constant, where correlation is undefined."""
+    _check(pred, gold)
+    x, y = _ranks(pred), _ranks(gold)
+    mean = (len(x) + 1) / 2  # the mean of ranks 1..n, ties or not
+    sxy = sum((a - mean) * (b - mean) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mean) ** 2 for a in x)
+    syy = sum((b - mean) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def flip_rate(first_order: Sequence[Hashable], second_order: Sequence[Hashable]) -> float:
+    """Share of pairwise items whose verdict changes when the two answers are swapped.
+    Both sequences must already name the same answer (e.g. "A"/"B"/"tie" mapped back
+    after the swap), so any difference is position bias, not a relabelling."""
+    _check(first_order, second_order)
+    return 1 - accuracy(first_order, second_order)
 
 
 def true_positive_rate(pred: Sequence[bool], gold: Sequence[bool]) -> float | None:
@@ -44,51 +113,118 @@ def true_negative_rate(pred: Sequence[bool], gold: Sequence[bool]) -> float | No
 
 @dataclass(frozen=True)
 class Estimate:
-    value: float
-    low: float
-    high: float
+    """A metric with its bootstrap interval. `value` is None when the metric is undefined
+    on the full sample; `low`/`high` are None when it is undefined on most resamples,
+    where percentiles of the few defined ones would overstate the certainty."""
+
+    value: float | None
+    low: float | None
+    high: float | None
 
     def __str__(self) -> str:
+        if self.value is None:
+            return "undefined"
+        if self.low is None or self.high is None:
+            return f"{self.value:.3f} [no interval]"
         return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
 def bootstrap(
-    metric: Callable[[Sequence[bool], Sequence[bool]], float],
-    pred: Sequence[bool],
-    gold: Sequence[bool],
+    metric: Metric,
+    pred: Sequence[Any],
+    gold: Sequence[Any],
     *,
     resamples: int = 1000,
     level: float = 0.95,
     seed: int = 0,
 ) -> Estimate:
+    """Percentile interval of any paired metric. Resamples where the metric is undefined
+    (None, e.g. Spearman on a constant resample) are skipped; if fewer than half are
+    defined there is no interval."""
     _check(pred, gold)
     rng = random.Random(seed)
     n = len(gold)
     values = []
     for _ in range(resamples):
         idx = [rng.randrange(n) for _ in range(n)]
-        values.append(metric([pred[i] for i in idx], [gold[i] for i in idx]))
+        value = metric([pred[i] for i in idx], [gold[i] for i in idx])
+        if value is not None:
+            values.append(value)
+    point = metric(pred, gold)
+    if 2 * len(values) < resamples:
+        return Estimate(point, None, None)
     values.sort()
     tail = (1 - level) / 2
-    low = values[int(tail * (resamples - 1))]
-    high = values[int((1 - tail) * (resamples - 1))]
-    return Estimate(metric(pred, gold), low, high)
+    low = values[int(tail * (len(values) - 1))]
+    high = values[int((1 - tail) * (len(values) - 1))]
+    return Estimate(point, low, high)
 
 
-def agreement_report(pred: Sequence[bool], gold: Sequence[bool], seed: int = 0) -> dict[str, float]:
-    """Flat metrics for MLflow and the summary; CIs as *_low / *_high."""
+def agreement_report(
+    pred: Sequence[Any], gold: Sequence[Any], seed: int = 0, *, scale: ScoreScale | None = None
+) -> dict[str, float]:
+    """Flat metrics for MLflow and the summary, chosen by the scale (boolean when None);
+    CIs as *_low / *_high. A metric undefined on this sample is left out, since MLflow
+    takes numbers only."""
+    scale = scale or ScoreScale("boolean")
+    if scale.kind != "boolean":  # booleans stay lenient: 1.0/0.0 and True/False both work
+        for value in (*pred, *gold):
+            if not scale.contains(value):
+                raise ValueError(f"{value!r} is not on the {scale.kind} scale")
     report: dict[str, float] = {"n": float(len(gold))}
-    for name, metric in (("accuracy", accuracy), ("kappa", cohen_kappa)):
+    for name, metric in _interval_metrics(scale, pred, gold):
         est = bootstrap(metric, pred, gold, seed=seed)
-        report |= {name: est.value, f"{name}_low": est.low, f"{name}_high": est.high}
-    for name, rate in (("tpr", true_positive_rate), ("tnr", true_negative_rate)):
-        value = rate(pred, gold)
-        if value is not None:
-            report[name] = value
+        estimates = {name: est.value, f"{name}_low": est.low, f"{name}_high": est.high}
+        report |= {key: value for key, value in estimates.items() if value is not None}
+    if scale.kind == "boolean":
+        for name, rate in (("tpr", true_positive_rate), ("tnr", true_negative_rate)):
+            value = rate(pred, gold)
+            if value is not None:
+                report[name] = value
     return report
 
 
-def _check(pred: Sequence[bool], gold: Sequence[bool]) -> None:
+def _interval_metrics(
+    scale: ScoreScale, pred: Sequence[Any], gold: Sequence[Any]
+) -> list[tuple[str, Metric]]:
+    """(name, metric) pairs that get a bootstrap interval on this scale."""
+    if scale.kind == "boolean" or (scale.kind == "categorical" and not scale.ordinal):
+        return [("accuracy", accuracy), ("kappa", cohen_kappa)]
+    if scale.kind == "categorical":  # ordinal: spearman on the category ranks
+        rank = {category: i for i, category in enumerate(scale.categories)}
+        metrics: list[tuple[str, Metric]] = [
+            ("spearman", lambda p, g: spearman([rank[v] for v in p], [rank[v] for v in g]))
+        ]
+    else:
+        metrics = [("spearman", spearman)]
+    levels = scale.levels
+    # Exact match and weighted kappa need discrete levels; a numeric judge that answers
+    # between them (7.5 on a 1-10 scale) is continuous, and only the ranks compare.
+    if levels is not None and set(pred) | set(gold) <= set(levels):
+        # Quadratic weights: the usual choice for rating scales (QWK).
+        metrics[:0] = [
+            ("accuracy", accuracy),
+            ("weighted_kappa", lambda p, g: weighted_kappa(p, g, levels, "quadratic")),
+        ]
+    return metrics
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, tied values sharing the mean of the ranks they span."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start : end + 1]:
+            ranks[i] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def _check(pred: Sequence[Any], gold: Sequence[Any]) -> None:
     if len(pred) != len(gold):
         raise ValueError(f"{len(pred)} verdicts for {len(gold)} labels")
     if not gold:

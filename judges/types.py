@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+Preference = Literal["A", "B"]
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,19 @@ class JudgedItem:
     input_text: str
     output_text: str
     human_pass: bool | None = None
+    human_comment: str = ""
+
+
+@dataclass(frozen=True)
+class PairwiseItem:
+    """Two answers to one question, with the answer a human preferred when known."""
+
+    id: str
+    group: str  # items sharing a group (the question) never land on two sides of a split
+    question: str
+    answer_a: str
+    answer_b: str
+    human_prefers: Preference | None = None
     human_comment: str = ""
 
 
