@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 
 class BudgetExhausted(Exception):
@@ -13,16 +14,17 @@ class BudgetExhausted(Exception):
 class Budget:
     """Work is reserved before it is launched, so the limit holds at any concurrency.
 
-    A proposal reserves its worst case (parent's uncached minibatch, child's minibatch, a
-    full valset pass) before it starts, charges what it really runs against that
-    reservation, and releases the rest when it ends. New work starts only if its worst
-    case fits beside everything in flight. Reflection calls are counted, not limited.
+    A proposal reserves its minibatch work (parent's uncached minibatch, child's
+    minibatch) before it starts and a valset pass only once its child is accepted, charges
+    what it really runs against those reservations, and releases the rest when it ends.
+    Reflection calls are counted, not limited.
     """
 
     max_metric_calls: int
     metric_calls_used: int = 0
     reserved: int = 0
     reflection_calls: int = 0
+    _freed: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
     def remaining(self) -> int:
@@ -43,6 +45,17 @@ class Budget:
     def record_reflections(self, calls: int) -> None:
         self.reflection_calls += calls
 
+    async def freed(self) -> None:
+        """Return once some reservation has ended (and given back what it did not use)."""
+        await self._freed.wait()
+
+    def _give_back(self, metric_calls: int) -> None:
+        # Wake every waiter, even when nothing is given back: a waiter also needs to learn
+        # that work in flight has ended, so that none is left to give any back.
+        self.reserved -= metric_calls
+        self._freed.set()
+        self._freed = asyncio.Event()
+
 
 @dataclass
 class Reservation:
@@ -59,5 +72,5 @@ class Reservation:
         self.budget.metric_calls_used += metric_calls
 
     def release(self) -> None:
-        self.budget.reserved -= self.left
+        self.budget._give_back(self.left)
         self.left = 0

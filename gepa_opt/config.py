@@ -51,8 +51,9 @@ class GEPAConfig:
     exactly; set it to what the model server can batch or the API allows."""
 
     proposal_shape: str = "1x1"
-    """"PxN": P parents drawn together, N children each; P x N proposals in flight. "1x1"
-    is the paper's one mutation at a time; wider shapes keep a W-slot pool busy. "auto"
+    """"PxN": P parents drawn together, N children each; at least P x N proposals in
+    flight, more (up to max_concurrency) while slots would idle. "1x1" with one slot is
+    the paper's one mutation at a time; wider shapes keep a W-slot pool busy. "auto"
     picks the shape `runtime_model.auto_shape` predicts fastest for max_concurrency."""
 
     reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT

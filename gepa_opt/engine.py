@@ -203,30 +203,38 @@ class GEPAEngine(Generic[DataInst]):
         await self._update_frontier()
 
     async def _schedule(self) -> StopReason:
-        """Keep up to P x N proposals and merges running; start the next as one ends."""
+        """Keep P x N proposals and merges running, and more while worker slots would sit
+        idle (at most one per slot); start the next as soon as one ends or a slot frees."""
         width = self.shape.width
+        most = max(width, self._config.max_concurrency)
         running: set[asyncio.Task[ProposalRecord | MergeTried]] = set()
         pending: _Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
             while True:
                 stop = stop or self._config.stop.check(self._progress())
-                while stop is None and len(running) < width:
+                while stop is None and (
+                    len(running) < width or (len(running) < most and self._workers.spare())
+                ):
                     merge = self._plan_merge()
                     if merge is not None:
                         running.add(asyncio.create_task(self._run_merge(*merge)))
                         continue
                     pending = pending or self._draw()
-                    worst_case = self._worst_case(pending)
-                    if not self._budget.fits(worst_case):
+                    minibatch = self._minibatch_cost(pending)
+                    if not self._budget.fits(minibatch + len(self._val)):
                         break
                     self.state.iteration += 1  # reserved here, not in the task: no overshoot
-                    plan = _Plan(self.state.iteration, pending, self._budget.reserve(worst_case))
+                    plan = _Plan(self.state.iteration, pending, self._budget.reserve(minibatch))
                     running.add(asyncio.create_task(self._run_proposal(plan)))
                     pending = None
                 if not running:  # nothing in flight, and the next proposal cannot fit
                     return stop or StopReason.BUDGET
-                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                freed = asyncio.ensure_future(self._workers.freed())
+                done, _ = await asyncio.wait(running | {freed}, return_when=asyncio.FIRST_COMPLETED)
+                freed.cancel()
+                done.discard(freed)
+                running -= done
                 for task in sorted(done, key=lambda t: t.result().iteration):
                     stalled = self._finish(task.result())  # always: it records the proposal
                     stop = stop or stalled
@@ -247,13 +255,23 @@ class GEPAEngine(Generic[DataInst]):
         minibatch = [(i, self._train_by_id[i]) for i in minibatch_ids]
         return _Draw(parent_idx, components, minibatch)
 
-    def _worst_case(self, draw: _Draw) -> int:
-        """Parent's uncached minibatch + child's minibatch + a valset pass. Only start what
-        could finish: a proposal whose accepted child could not be evaluated on the whole
-        valset can never add a candidate, so its spend is waste."""
+    def _minibatch_cost(self, draw: _Draw) -> int:
+        """Parent's uncached minibatch + child's minibatch: reserved at launch. A proposal
+        starts only if a valset pass would fit after it too (else its child could never
+        join the pool and its spend is waste); that pass is reserved on acceptance."""
         parent = self.state.candidates[draw.parent_idx]
         missing = self._evaluator.missing(parent, Split.TRAIN, draw.minibatch)
-        return missing + len(draw.minibatch) + len(self._val)
+        return missing + len(draw.minibatch)
+
+    async def _reserve_valset(self, child: Candidate) -> Reservation | None:
+        """A valset pass for an accepted child, once it fits; None if it never can (no
+        other work in flight holds metric calls it could give back)."""
+        need = self._evaluator.missing(child, Split.VAL, self._val)
+        while not self._budget.fits(need):
+            if self._budget.reserved == 0:
+                return None
+            await self._budget.freed()
+        return self._budget.reserve(need)
 
     async def _run_proposal(self, plan: _Plan) -> ProposalRecord:
         draw = plan.draw
@@ -373,6 +391,7 @@ class GEPAEngine(Generic[DataInst]):
         parent_idx, components, minibatch = draw.parent_idx, draw.components, draw.minibatch
         parent = self.state.candidates[parent_idx]
         paid_before = plan.reservation.left
+        paid_after: int | None = None  # metric calls paid once the valset pass is done
         parent_eval = await self._evaluate(
             parent, Split.TRAIN, minibatch, plan.reservation, iteration
         )
@@ -392,7 +411,9 @@ class GEPAEngine(Generic[DataInst]):
                 child_scores=None if child_eval is None else tuple(child_eval.scores),
                 reject_reason=reason,
                 candidate_idx=candidate_idx,
-                metric_calls=paid_before - plan.reservation.left,
+                metric_calls=(
+                    paid_after if paid_after is not None else paid_before - plan.reservation.left
+                ),
             )
 
         async def reject(
@@ -437,7 +458,17 @@ class GEPAEngine(Generic[DataInst]):
         if child_sum <= parent_sum:
             return await reject(RejectReason.NOT_IMPROVED, child_eval)
 
-        val = await self._evaluate(child, Split.VAL, self._val, plan.reservation, iteration)
+        paid_after = paid_before - plan.reservation.left
+        plan.reservation.release()  # the minibatch work is done: free it for others
+        valset = await self._reserve_valset(child)
+        if valset is None:
+            return await reject(RejectReason.NO_BUDGET, child_eval)
+        reserved = valset.left
+        try:
+            val = await self._evaluate(child, Split.VAL, self._val, valset, iteration)
+        finally:
+            paid_after += reserved - valset.left
+            valset.release()
         if self.state.contains(child):  # a concurrent proposal wrote the same text first
             return await reject(RejectReason.DUPLICATE, child_eval)
         child_idx = self.state.add(child, (parent_idx,), self._val_scores(val))

@@ -23,6 +23,8 @@ class RejectReason(StrEnum):
     """The child's texts equal a candidate already in the pool."""
     NOT_IMPROVED = "not_improved"
     """Child's minibatch sum not strictly above the parent's."""
+    NO_BUDGET = "no_budget"
+    """The child improved, but the budget left cannot pay for its valset pass."""
 
 
 class StopReason(StrEnum):

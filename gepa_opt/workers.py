@@ -3,7 +3,8 @@
 Every call the engine makes to the user's system or the reflection LM holds one of
 `size` slots, so `max_concurrency` is the number of requests the model server sees at
 once. Slots are handed out first come, first served: with one slot and a deterministic
-adapter and LM, a run replays exactly.
+adapter and LM, a run replays exactly. The scheduler asks `spare()` to start more work
+when slots would otherwise sit idle.
 """
 
 from __future__ import annotations
@@ -22,15 +23,34 @@ class WorkerPool:
         self._slots = asyncio.Semaphore(size)
         self._busy_s = 0.0
         self._started = time.monotonic()
+        self._held = self._waiting = 0
+        self._freed = asyncio.Event()
 
     async def run(self, call: Awaitable[T]) -> T:
         """Await `call` once a slot is free; the time it holds the slot counts as busy."""
-        async with self._slots:
-            start = time.monotonic()
-            try:
-                return await call
-            finally:
-                self._busy_s += time.monotonic() - start
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        self._held += 1
+        start = time.monotonic()
+        try:
+            return await call
+        finally:
+            self._busy_s += time.monotonic() - start
+            self._held -= 1
+            self._slots.release()
+            self._freed.set()
+            self._freed = asyncio.Event()
+
+    def spare(self) -> bool:
+        """A slot is free and no call is queued for one: more work would run right away."""
+        return self._held < self.size and self._waiting == 0
+
+    async def freed(self) -> None:
+        """Return once a slot has been given back."""
+        await self._freed.wait()
 
     def utilization(self) -> float:
         """Busy slot-seconds over available slot-seconds since the pool was made."""
