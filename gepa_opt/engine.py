@@ -31,6 +31,7 @@ from gepa_opt.events import (
     FrontierChanged,
     MergeTried,
     ProposalAccepted,
+    ProposalFinished,
     ProposalRejected,
     ProposalStarted,
     RejectReason,
@@ -283,10 +284,22 @@ class GEPAEngine(Generic[DataInst]):
                 minibatch_ids=tuple(i for i, _ in draw.minibatch),
             )
         )
+        start = time.monotonic()
         try:
-            return await self._propose(plan)
+            record = await self._propose(plan)
         finally:
             plan.reservation.release()
+        await self._events.emit(
+            ProposalFinished(
+                iteration=plan.iteration,
+                parent_idx=draw.parent_idx,
+                candidate_idx=record.candidate_idx,
+                reject_reason=record.reject_reason,
+                metric_calls=record.metric_calls,
+                seconds=time.monotonic() - start,
+            )
+        )
+        return record
 
     def _plan_merge(self) -> tuple[int, MergePlan, list[ExampleId], Reservation] | None:
         """A merge to launch now: one is due after each accepted proposal (upstream's

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gepa_opt.types import ExampleId
@@ -81,6 +81,22 @@ class ProposalAccepted:
 
 
 @dataclass(frozen=True)
+class ProposalFinished:
+    """The last event of every proposal, after its ProposalAccepted or ProposalRejected."""
+
+    iteration: int
+    parent_idx: int
+    candidate_idx: int | None
+    """Pool index of the accepted child, else None."""
+    reject_reason: RejectReason | None
+    metric_calls: int
+    """Metric calls this proposal paid for (cache hits and pairs others computed are free)."""
+    seconds: float = field(compare=False)
+    """Wall time from its start, waits for slots and budget included (not compared: a
+    replayed run is equal though its clock differs)."""
+
+
+@dataclass(frozen=True)
 class MergeTried:
     iteration: int
     i: int
@@ -130,6 +146,7 @@ GEPAEvent = (
     ProposalStarted
     | ProposalRejected
     | ProposalAccepted
+    | ProposalFinished
     | MergeTried
     | FrontierChanged
     | BudgetUsed

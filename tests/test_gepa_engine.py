@@ -19,6 +19,7 @@ from gepa_opt import (
     GEPAEvent,
     MergeTried,
     ProposalAccepted,
+    ProposalFinished,
     ProposalRejected,
     ProposalStarted,
     RejectReason,
@@ -366,6 +367,15 @@ async def test_event_stream_tells_the_whole_story() -> None:
     accepted = [e for e in events if isinstance(e, ProposalAccepted)]
     assert [e.candidate_idx for e in accepted] == list(range(1, len(result.candidates)))
     assert sum(isinstance(e, ProposalRejected) for e in events) == result.rejected_proposals
+    finished = [e for e in events if isinstance(e, ProposalFinished)]
+    assert [(e.iteration, e.candidate_idx, e.reject_reason, e.metric_calls) for e in finished] == [
+        (r.iteration, r.candidate_idx, r.reject_reason, r.metric_calls) for r in result.history
+    ]
+    # budget events of the seed's valset + what every proposal says it paid = calls used
+    assert events[0].metric_calls + sum(e.metric_calls for e in finished) == (
+        result.metric_calls_used
+    )
+    assert all(e.seconds > 0 for e in finished)
 
 
 async def test_async_event_handlers_are_awaited() -> None:
