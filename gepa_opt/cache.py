@@ -21,6 +21,8 @@ class CachedEvaluation:
     output: Any
     score: float
     trajectory: Any
+    objective_scores: dict[str, float] | None = None
+    """Named objective -> score, when the adapter returned them."""
 
 
 CacheKey = tuple[str, Split, ExampleId]

@@ -7,6 +7,7 @@ from typing import get_args
 
 from gepa_opt.components import ModuleSelection
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
+from gepa_opt.pareto import Frontier
 from gepa_opt.selection import CandidateSelection
 from gepa_opt.shape import ProposalShape
 from gepa_opt.stopping import StopRules
@@ -30,6 +31,18 @@ class GEPAConfig:
 
     epsilon: float = 0.1
     """For "epsilon_greedy": chance of picking a uniformly random pool candidate."""
+
+    frontier: Frontier = "instances"
+    """What the Pareto frontier of Algorithm 2 is kept over. "instances" (the paper): one
+    key per val example, a candidate is on the front where it has the best score.
+    "objectives": one key per named objective of `EvaluationBatch.objective_scores`, a
+    candidate is on the front for objective k if it has the best valset mean for k.
+    "both": the union of those keys. Parents are sampled in proportion to the keys they
+    win among the undominated candidates, and merges pair front candidates, whatever
+    the keys; the best candidate is still the highest mean per-instance score. With
+    "objectives" or "both", every val evaluation must return objective_scores with the
+    same names for each example, or the run stops with a ValueError naming the example
+    and the missing objective."""
 
     module_selection: ModuleSelection = "round_robin"
     """"round_robin": one component per proposal, cycling per candidate; "all": every one."""
@@ -103,6 +116,10 @@ class GEPAConfig:
             raise ValueError(
                 f"GEPAConfig.candidate_selection must be one of {get_args(CandidateSelection)}, "
                 f"got {self.candidate_selection!r}"
+            )
+        if self.frontier not in get_args(Frontier):
+            raise ValueError(
+                f"GEPAConfig.frontier must be one of {get_args(Frontier)}, got {self.frontier!r}"
             )
         if self.module_selection not in get_args(ModuleSelection):
             raise ValueError(

@@ -38,7 +38,14 @@ from gepa_opt.events import (
     StopReason,
 )
 from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
-from gepa_opt.pareto import aggregate, best_index, frontier_score, win_counts
+from gepa_opt.pareto import (
+    FrontierKey,
+    aggregate,
+    best_index,
+    frontier_score,
+    frontier_scores,
+    win_counts,
+)
 from gepa_opt.persistence import RunStore
 from gepa_opt.proposer import propose_texts
 from gepa_opt.result import GEPAResult
@@ -198,7 +205,7 @@ class GEPAEngine(Generic[DataInst]):
         reservation = self._budget.reserve(len(self._val))
         val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
         reservation.release()
-        self.state.add(self._seed, (), self._val_scores(val))
+        self.state.add(self._seed, (), *self._val_results(val))
         self._best_score = aggregate(self.state.val_scores[0])
         self._save()
         await self._update_frontier()
@@ -248,7 +255,7 @@ class GEPAEngine(Generic[DataInst]):
     def _draw(self) -> _Draw:
         """Parent, components and minibatch of the next proposal (lines 5-8)."""
         state = self.state
-        parent_idx, minibatch_ids = self._parents.next(state.val_scores)
+        parent_idx, minibatch_ids = self._parents.next(state.val_scores, self._frontier_scores())
         components, cursor = self._component_selector.select(
             self._components, state.component_cursor[parent_idx]
         )
@@ -313,7 +320,7 @@ class GEPAEngine(Generic[DataInst]):
         ):
             return None
         state.merges_due -= 1
-        frontier = list(win_counts(state.val_scores))
+        frontier = list(win_counts(self._frontier_scores()))
         tried = set(state.merges_tried)
         plan = find_merge(
             state.candidates, state.parents, state.val_scores, self._merge_rng, tried, frontier
@@ -350,7 +357,7 @@ class GEPAEngine(Generic[DataInst]):
                 )
                 if not state.contains(plan.candidate):
                     parents = (plan.i, plan.j)
-                    candidate_idx = state.add(plan.candidate, parents, self._val_scores(val))
+                    candidate_idx = state.add(plan.candidate, parents, *self._val_results(val))
             event = MergeTried(
                 iteration=iteration,
                 i=plan.i,
@@ -484,7 +491,7 @@ class GEPAEngine(Generic[DataInst]):
             valset.release()
         if self.state.contains(child):  # a concurrent proposal wrote the same text first
             return await reject(RejectReason.DUPLICATE, child_eval)
-        child_idx = self.state.add(child, (parent_idx,), self._val_scores(val))
+        child_idx = self.state.add(child, (parent_idx,), *self._val_results(val))
         self.state.merges_due += 1
         await self._events.emit(
             ProposalAccepted(
@@ -592,7 +599,7 @@ class GEPAEngine(Generic[DataInst]):
             best_idx=best,
             best_score=aggregate(scores[best]),
             frontier_score=frontier_score(scores),
-            pareto_candidates=tuple(win_counts(scores)),
+            pareto_candidates=tuple(win_counts(self._frontier_scores())),
             num_candidates=len(scores),
         )
         key = (event.best_idx, event.frontier_score, event.pareto_candidates)
@@ -600,8 +607,25 @@ class GEPAEngine(Generic[DataInst]):
             self._frontier = key
             await self._events.emit(event)
 
-    def _val_scores(self, batch: EvaluationBatch) -> dict[ExampleId, float]:
-        return {i: score for (i, _), score in zip(self._val, batch.scores, strict=True)}
+    def _frontier_scores(self) -> list[dict[FrontierKey, float]]:
+        """Per candidate, its scores on the keys of the GEPAConfig.frontier in use."""
+        state = self.state
+        return frontier_scores(state.val_scores, state.val_objective_scores, self._config.frontier)
+
+    def _val_results(
+        self, batch: EvaluationBatch
+    ) -> tuple[dict[ExampleId, float], dict[ExampleId, dict[str, float]]]:
+        """A full valset batch as (per-instance scores, per-instance objective scores)."""
+        ids = [i for i, _ in self._val]
+        scores = dict(zip(ids, batch.scores, strict=True))
+        objectives: dict[ExampleId, dict[str, float]] = {}
+        if batch.objective_scores is not None:
+            objectives = {i: dict(o) for i, o in zip(ids, batch.objective_scores, strict=True) if o}
+        if self._config.frontier != "instances":
+            pool = self.state.val_objective_scores
+            known = set(next(iter(pool[0].values()), {})) if pool else None
+            _check_objectives(ids, objectives, known, self._config.frontier)
+        return scores, objectives
 
 
 def _resolve_shape(config: GEPAConfig, valset_size: int) -> ProposalShape:
@@ -627,6 +651,40 @@ def _identify(
             raise ValueError(f"{name}[{position}]: example id {i!r} is not unique in {name}")
         seen.add(i)
     return list(zip(ids, data, strict=True))
+
+
+def _check_objectives(
+    ids: Sequence[ExampleId],
+    objectives: dict[ExampleId, dict[str, float]],
+    known: set[str] | None,
+    frontier: str,
+) -> None:
+    """Every val example must score the same named objectives: the run's (the seed's), or,
+    for the seed itself, every name any example of its batch reports."""
+    names = known if known is not None else set().union(*objectives.values())
+    need = f"GEPAConfig.frontier={frontier!r} needs objective_scores with the same names"
+    if known is not None and not known:
+        raise ValueError(
+            f"{need} for every val example, but the pool's seed was scored without any "
+            "(a run resumed from one saved with frontier='instances'?)"
+        )
+    if not names:
+        raise ValueError(
+            f"valset example {ids[0]!r} has no objective_scores; {need} for every val "
+            "example (EvaluationBatch.objective_scores)"
+        )
+    for i in ids:
+        got = set(objectives.get(i, {}))
+        if missing := sorted(names - got):
+            raise ValueError(
+                f"valset example {i!r}: objective_scores lack objective {missing[0]!r}; "
+                f"{need} {sorted(names)} for every val example"
+            )
+        if extra := sorted(got - names):
+            raise ValueError(
+                f"valset example {i!r}: objective {extra[0]!r} is not one of the run's "
+                f"objectives {sorted(names)}; {need} for every val example"
+            )
 
 
 def _check_seed(seed: Candidate, config: GEPAConfig) -> None:

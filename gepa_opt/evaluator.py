@@ -97,10 +97,14 @@ class Evaluator(Generic[DataInst]):
                     future.exception()  # retrieved: only the waiters need it
         await asyncio.gather(*theirs)
         hits = [self._cache.get(digest, split, i) for i, _ in examples]
+        with_objectives = any(h.objective_scores is not None for h in hits)
         batch = EvaluationBatch(
             outputs=[h.output for h in hits],
             scores=[h.score for h in hits],
             trajectories=[h.trajectory for h in hits] if traced else None,
+            objective_scores=[dict(h.objective_scores or {}) for h in hits]
+            if with_objectives
+            else None,
         )
         return batch, len(mine)
 
@@ -112,8 +116,12 @@ class Evaluator(Generic[DataInst]):
         )
         _check(result, 1, traced)
         trajectory = result.trajectories[0] if traced else None
+        objectives = None
+        if result.objective_scores is not None:
+            objectives = {name: float(v) for name, v in result.objective_scores[0].items()}
         self._cache.put(
-            *key, CachedEvaluation(result.outputs[0], float(result.scores[0]), trajectory)
+            *key,
+            CachedEvaluation(result.outputs[0], float(result.scores[0]), trajectory, objectives),
         )
         future = self._in_flight.get(key)
         if future is not None and not future.done():  # done: a sibling failed first
@@ -133,6 +141,25 @@ def _check(result: EvaluationBatch, expected: int, traced: bool) -> None:
             f"adapter.evaluate(capture_traces=True) returned trajectories={got} "
             f"for a batch of {expected} examples"
         )
-    bad = [s for s in result.scores if not isinstance(s, int | float) or math.isnan(s)]
+    bad = [s for s in result.scores if not _is_score(s)]
     if bad:
         raise ValueError(f"adapter.evaluate returned non-numeric or NaN scores: {bad[:3]}")
+    if result.objective_scores is None:
+        return
+    if len(result.objective_scores) != expected:
+        raise ValueError(
+            f"adapter.evaluate returned {len(result.objective_scores)} objective_scores "
+            f"for a batch of {expected} examples"
+        )
+    for objectives in result.objective_scores:
+        if not isinstance(objectives, dict) or not all(
+            isinstance(name, str) and _is_score(v) for name, v in objectives.items()
+        ):
+            raise ValueError(
+                "adapter.evaluate returned objective_scores that are not a dict of "
+                f"str name -> numeric score per example: {objectives!r}"
+            )
+
+
+def _is_score(value: object) -> bool:
+    return isinstance(value, int | float) and not math.isnan(value)

@@ -1,6 +1,9 @@
-"""The val score matrix: per-instance Pareto fronts and dominance (the paper's Algorithm 2).
+"""The val score matrix: per-key Pareto fronts and dominance (the paper's Algorithm 2).
 
-Candidate k's scores are a mapping example id -> score. Dominance is the paper's: a
+Candidate k's scores are a mapping frontier key -> score. In the paper every key is a val
+instance (an example id); `frontier_scores` builds the other frontiers of
+`GEPAConfig.frontier`, whose keys are named objectives (an `Objective`) or both. Every
+function below works over whatever keys it is given. Dominance is the paper's: a
 candidate is dominated by *another single* candidate that scores at least as well on
 every instance and strictly better on one. Upstream gepa instead drops a candidate when
 every front it is on also holds some other survivor (domination by a set, removed lowest
@@ -11,11 +14,28 @@ set (the maximal candidates), whatever the order of removal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from gepa_opt.types import ExampleId
 
-Scores = Mapping[ExampleId, float]
+FrontierKey = Hashable
+"""A val example id, or an `Objective`."""
+
+Scores = Mapping[FrontierKey, float]
+
+ObjectiveScores = Mapping[ExampleId, Mapping[str, float]]
+"""One candidate's val objective scores: example id -> {objective name: score}."""
+
+Frontier = Literal["instances", "objectives", "both"]
+
+
+@dataclass(frozen=True, order=True)
+class Objective:
+    """Frontier key of a named objective (its valset mean); never equal to an example id."""
+
+    name: str
 
 
 def aggregate(scores: Scores) -> float:
@@ -29,9 +49,35 @@ def best_index(val_scores: Sequence[Scores]) -> int:
     return aggregates.index(max(aggregates))
 
 
-def instance_fronts(val_scores: Sequence[Scores]) -> dict[ExampleId, frozenset[int]]:
-    """P*[i]: every candidate reaching the best score s*[i] on instance i (ties all count)."""
-    fronts: dict[ExampleId, frozenset[int]] = {}
+def objective_means(objective_scores: ObjectiveScores) -> dict[str, float]:
+    """Per named objective, its mean over the examples that report it (sorted by name)."""
+    totals: dict[str, list[float]] = {}
+    for scores in objective_scores.values():
+        for name, score in scores.items():
+            totals.setdefault(name, []).append(score)
+    return {name: sum(v) / len(v) for name, v in sorted(totals.items())}
+
+
+def frontier_scores(
+    val_scores: Sequence[Scores], objective_scores: Sequence[ObjectiveScores], frontier: Frontier
+) -> list[dict[FrontierKey, float]]:
+    """Per candidate, its score on each key of the chosen frontier: per val instance
+    ("instances", the paper's), per named objective's valset mean ("objectives"), or the
+    union of both keys ("both")."""
+    if frontier not in ("instances", "objectives", "both"):
+        raise ValueError(f"unknown frontier {frontier!r}")
+    rows: list[dict[FrontierKey, float]] = []
+    for instances, objectives in zip(val_scores, objective_scores, strict=True):
+        row: dict[FrontierKey, float] = {} if frontier == "objectives" else dict(instances)
+        if frontier != "instances":
+            row.update({Objective(k): v for k, v in objective_means(objectives).items()})
+        rows.append(row)
+    return rows
+
+
+def instance_fronts(val_scores: Sequence[Scores]) -> dict[FrontierKey, frozenset[int]]:
+    """P*[i]: every candidate reaching the best score s*[i] on key i (ties all count)."""
+    fronts: dict[FrontierKey, frozenset[int]] = {}
     instances = dict.fromkeys(i for scores in val_scores for i in scores)
     for instance in instances:
         scored = {k: s[instance] for k, s in enumerate(val_scores) if instance in s}
@@ -46,7 +92,9 @@ def dominates(a: Scores, b: Scores) -> bool:
     return at_least and any(a[i] > score for i, score in b.items())
 
 
-def dominated(val_scores: Sequence[Scores], fronts: Mapping[ExampleId, frozenset[int]]) -> set[int]:
+def dominated(
+    val_scores: Sequence[Scores], fronts: Mapping[FrontierKey, frozenset[int]]
+) -> set[int]:
     """D of Algorithm 2, built one candidate at a time exactly as written."""
     pool = sorted(set().union(*fronts.values()))
     removed: set[int] = set()
@@ -66,7 +114,7 @@ def dominated(val_scores: Sequence[Scores], fronts: Mapping[ExampleId, frozenset
 
 
 def win_counts(val_scores: Sequence[Scores]) -> dict[int, int]:
-    """f[Φ] of Algorithm 2: on how many instances each undominated candidate is best."""
+    """f[Φ] of Algorithm 2: on how many keys (instances) each undominated candidate is best."""
     fronts = instance_fronts(val_scores)
     removed = dominated(val_scores, fronts)
     counts: dict[int, int] = {}

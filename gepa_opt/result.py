@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gepa_opt.budget import Budget
 from gepa_opt.events import RejectReason, StopReason
-from gepa_opt.pareto import aggregate, best_index
+from gepa_opt.pareto import aggregate, best_index, objective_means
 from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.types import Candidate, ExampleId
 
@@ -22,6 +22,9 @@ class GEPAResult:
     """Per candidate, per val example id."""
     val_aggregate_scores: list[float]
     """Per candidate, mean over the valset."""
+    val_objective_scores: list[dict[str, float]]
+    """Per candidate, per named objective (`EvaluationBatch.objective_scores`), its mean
+    over the valset; {} when the adapter reports no objectives."""
     best_idx: int
     """Highest aggregate val score (earliest on ties), as Algorithm 1 returns."""
     metric_calls_used: int
@@ -74,6 +77,7 @@ class GEPAResult:
             parents=list(state.parents),
             val_subscores=[dict(s) for s in state.val_scores],
             val_aggregate_scores=[aggregate(s) for s in state.val_scores],
+            val_objective_scores=[objective_means(o) for o in state.val_objective_scores],
             best_idx=best_index(state.val_scores),
             metric_calls_used=budget.metric_calls_used,
             max_metric_calls=budget.max_metric_calls,

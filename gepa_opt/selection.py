@@ -13,18 +13,31 @@ CandidateSelection = Literal["pareto", "current_best", "epsilon_greedy"]
 
 
 class CandidateSelector(Protocol):
-    def select(self, val_scores: Sequence[Scores], rng: random.Random) -> int:
-        """Index of the parent for the next proposal."""
+    def select(
+        self,
+        val_scores: Sequence[Scores],
+        rng: random.Random,
+        frontier: Sequence[Scores] | None = None,
+    ) -> int:
+        """Index of the parent for the next proposal. `val_scores` are per val instance;
+        `frontier` holds each candidate's scores on the Pareto frontier's keys
+        (`pareto.frontier_scores`), `val_scores` themselves when None."""
         ...
 
 
 @dataclass(frozen=True)
 class ParetoSelector:
-    """Algorithm 2: sample ∝ instances won, so every distinct winning strategy keeps
-    getting explored instead of the budget collapsing onto one local optimum."""
+    """Algorithm 2: sample ∝ frontier keys won (instances in the paper), so every distinct
+    winning strategy keeps getting explored instead of the budget collapsing onto one
+    local optimum."""
 
-    def select(self, val_scores: Sequence[Scores], rng: random.Random) -> int:
-        counts = win_counts(val_scores)
+    def select(
+        self,
+        val_scores: Sequence[Scores],
+        rng: random.Random,
+        frontier: Sequence[Scores] | None = None,
+    ) -> int:
+        counts = win_counts(val_scores if frontier is None else frontier)
         candidates = list(counts)
         return rng.choices(candidates, weights=[counts[k] for k in candidates])[0]
 
@@ -33,7 +46,12 @@ class ParetoSelector:
 class CurrentBestSelector:
     """Greedy baseline (the paper's SelectBestCandidate ablation)."""
 
-    def select(self, val_scores: Sequence[Scores], rng: random.Random) -> int:
+    def select(
+        self,
+        val_scores: Sequence[Scores],
+        rng: random.Random,
+        frontier: Sequence[Scores] | None = None,
+    ) -> int:
         return best_index(val_scores)
 
 
@@ -43,7 +61,12 @@ class EpsilonGreedySelector:
 
     epsilon: float
 
-    def select(self, val_scores: Sequence[Scores], rng: random.Random) -> int:
+    def select(
+        self,
+        val_scores: Sequence[Scores],
+        rng: random.Random,
+        frontier: Sequence[Scores] | None = None,
+    ) -> int:
         if rng.random() < self.epsilon:
             return rng.randrange(len(val_scores))
         return best_index(val_scores)

@@ -59,9 +59,13 @@ class ParentQueue:
     queued: list[tuple[int, list[ExampleId]]] = field(default_factory=list)
     """Drawn but not yet handed out (saved with the run state)."""
 
-    def next(self, val_scores: Sequence[Scores]) -> tuple[int, list[ExampleId]]:
+    def next(
+        self, val_scores: Sequence[Scores], frontier: Sequence[Scores] | None = None
+    ) -> tuple[int, list[ExampleId]]:
+        """`frontier`: per candidate, its scores on the Pareto keys (see CandidateSelector)."""
         if not self.queued:
             for _ in range(self.shape.parents):
-                pair = (self.selector.select(val_scores, self.rng), self.next_minibatch())
+                parent = self.selector.select(val_scores, self.rng, frontier)
+                pair = (parent, self.next_minibatch())
                 self.queued += [pair] * self.shape.children
         return self.queued.pop(0)

@@ -46,6 +46,7 @@ class RunSnapshot:
     candidates: list[Candidate]
     parents: list[tuple[int, ...]]
     val_scores: list[dict[ExampleId, float]]
+    val_objective_scores: list[dict[ExampleId, dict[str, float]]]
     component_cursor: list[int]
     history: list[ProposalRecord]
     iteration: int
@@ -74,6 +75,10 @@ def snapshot_of(
         candidates=[dict(candidate) for candidate in state.candidates],
         parents=[tuple(parents) for parents in state.parents],
         val_scores=[dict(scores) for scores in state.val_scores],
+        val_objective_scores=[
+            {i: dict(objectives) for i, objectives in scores.items()}
+            for scores in state.val_objective_scores
+        ],
         component_cursor=list(state.component_cursor),
         history=list(state.history),
         iteration=state.iteration,
@@ -94,9 +99,15 @@ def restore(
 ) -> tuple[GEPAState, Budget, EvaluationCache, dict[str, random.Random]]:
     """Fresh live objects equal to the ones the snapshot was taken of."""
     state = GEPAState()
-    pool = zip(snapshot.candidates, snapshot.parents, snapshot.val_scores, strict=True)
-    for candidate, parents, val_scores in pool:
-        state.add(candidate, parents, val_scores)  # add() also rebuilds the duplicate index
+    pool = zip(
+        snapshot.candidates,
+        snapshot.parents,
+        snapshot.val_scores,
+        snapshot.val_objective_scores,
+        strict=True,
+    )
+    for candidate, parents, val_scores, objectives in pool:
+        state.add(candidate, parents, val_scores, objectives)  # also rebuilds the dup index
     if len(snapshot.component_cursor) != len(snapshot.candidates):
         raise ValueError(
             f"RunSnapshot.component_cursor has {len(snapshot.component_cursor)} entries "

@@ -17,7 +17,8 @@ from gepa_opt.state import ProposalRecord
 from gepa_opt.types import Candidate, ExampleId, candidate_digest
 
 FORMAT_VERSION = 1
-"""Bumped on any change to the document's layout; other versions are refused, not guessed."""
+"""Bumped on any change to the document's layout; other versions are refused, not guessed.
+Optional keys (objective scores) are written only when present, and absent means none."""
 
 
 def encode_example_id(example_id: ExampleId) -> str:
@@ -47,6 +48,8 @@ def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
     cache: dict[str, dict[str, dict[str, Any]]] = {}
     for (digest, split, example_id), evaluation in snapshot.cache.items():
         entry: dict[str, Any] = {"score": evaluation.score}
+        if evaluation.objective_scores is not None:
+            entry["objective_scores"] = dict(evaluation.objective_scores)
         for name in ("output", "trajectory"):
             if _is_plain_json(value := getattr(evaluation, name)):
                 entry[name] = value  # absent on load means NOT_PERSISTED; null means None
@@ -66,16 +69,12 @@ def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
             "reflection_calls": snapshot.reflection_calls,
         },
         "candidates": [
-            {
-                "digest": candidate_digest(candidate),
-                "parents": list(parents),
-                "val_scores": {encode_example_id(i): s for i, s in val_scores.items()},
-                "component_cursor": cursor,
-            }
-            for candidate, parents, val_scores, cursor in zip(
+            _encode_candidate(candidate, parents, val_scores, objectives, cursor)
+            for candidate, parents, val_scores, objectives, cursor in zip(
                 snapshot.candidates,
                 snapshot.parents,
                 snapshot.val_scores,
+                snapshot.val_objective_scores,
                 snapshot.component_cursor,
                 strict=True,
             )
@@ -94,6 +93,7 @@ def from_document(document: dict[str, Any], texts: list[Candidate]) -> RunSnapsh
             output=entry.get("output", NOT_PERSISTED),
             score=entry["score"],
             trajectory=entry.get("trajectory", NOT_PERSISTED),
+            objective_scores=entry.get("objective_scores"),
         )
         for digest, by_split in document["cache"].items()
         for split, by_id in by_split.items()
@@ -105,6 +105,13 @@ def from_document(document: dict[str, Any], texts: list[Candidate]) -> RunSnapsh
         parents=[tuple(entry["parents"]) for entry in candidates],
         val_scores=[
             {decode_example_id(i): s for i, s in entry["val_scores"].items()}
+            for entry in candidates
+        ],
+        val_objective_scores=[
+            {
+                decode_example_id(i): dict(o)
+                for i, o in entry.get("val_objective_scores", {}).items()
+            }
             for entry in candidates
         ],
         component_cursor=[entry["component_cursor"] for entry in candidates],
@@ -120,6 +127,26 @@ def from_document(document: dict[str, Any], texts: list[Candidate]) -> RunSnapsh
         cache=cache,
         extra=document["extra"],
     )
+
+
+def _encode_candidate(
+    candidate: Candidate,
+    parents: tuple[int, ...],
+    val_scores: dict[ExampleId, float],
+    objectives: dict[ExampleId, dict[str, float]],
+    cursor: int,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "digest": candidate_digest(candidate),
+        "parents": list(parents),
+        "val_scores": {encode_example_id(i): s for i, s in val_scores.items()},
+        "component_cursor": cursor,
+    }
+    if objectives:  # absent means none: a run without objectives keeps the same layout
+        entry["val_objective_scores"] = {
+            encode_example_id(i): dict(o) for i, o in objectives.items()
+        }
+    return entry
 
 
 def _encode_record(record: ProposalRecord) -> dict[str, Any]:

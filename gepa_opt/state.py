@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gepa_opt.events import RejectReason
-from gepa_opt.pareto import Scores
+from gepa_opt.pareto import ObjectiveScores, Scores
 from gepa_opt.types import Candidate, ExampleId, candidate_digest
 
 
@@ -37,6 +37,8 @@ class GEPAState:
     parents: list[tuple[int, ...]] = field(default_factory=list)
     """Per candidate: () for the seed, (parent,) for a mutation, (i, j) for a merge."""
     val_scores: list[dict[ExampleId, float]] = field(default_factory=list)
+    val_objective_scores: list[dict[ExampleId, dict[str, float]]] = field(default_factory=list)
+    """Per candidate, per val example: named objective -> score ({} without objectives)."""
     component_cursor: list[int] = field(default_factory=list)
     """Per candidate: where its round-robin over components resumes."""
     history: list[ProposalRecord] = field(default_factory=list)
@@ -51,11 +53,20 @@ class GEPAState:
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     """Candidate digest -> pool index, for duplicate detection."""
 
-    def add(self, candidate: Candidate, parents: tuple[int, ...], val_scores: Scores) -> int:
+    def add(
+        self,
+        candidate: Candidate,
+        parents: tuple[int, ...],
+        val_scores: Scores,
+        val_objective_scores: ObjectiveScores | None = None,
+    ) -> int:
         self._index[candidate_digest(candidate)] = len(self.candidates)
         self.candidates.append(dict(candidate))
         self.parents.append(parents)
         self.val_scores.append(dict(val_scores))
+        self.val_objective_scores.append(
+            {i: dict(scores) for i, scores in (val_objective_scores or {}).items()}
+        )
         self.component_cursor.append(0)
         return len(self.candidates) - 1
 

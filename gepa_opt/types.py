@@ -34,6 +34,10 @@ class EvaluationBatch:
     """Per example, higher is better."""
     trajectories: list[Any] | None = None
     """Per example; required when evaluated with `capture_traces=True`."""
+    objective_scores: list[dict[str, float]] | None = None
+    """Per example, named objective -> score, higher is better (e.g. {"accuracy": 1.0,
+    "brevity": 0.4}). Optional; `GEPAConfig.frontier` "objectives" or "both" needs the
+    same names for every val example."""
 
 
 class Adapter(Protocol[DataInst]):
