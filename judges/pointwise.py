@@ -25,6 +25,17 @@ SEED_JUDGE_PROMPTS = {
 CHOICES = ("Yes", "No")
 
 
+def judge_messages(rubric: str, item: JudgedItem, question: str) -> list[dict[str, str]]:
+    """The chat every pointwise judge sends: its rubric, the exchange, the question."""
+    return [
+        {"role": "system", "content": rubric},
+        {
+            "role": "user",
+            "content": f"Request:\n{item.input_text}\n\nReply:\n{item.output_text}\n\n{question}",
+        },
+    ]
+
+
 @dataclass(frozen=True)
 class Verdict:
     p_pass: float
@@ -45,15 +56,7 @@ class PointwiseJudge:
         self.rationale_max_tokens = rationale_max_tokens
 
     def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": self.prompts["rubric"]},
-            {
-                "role": "user",
-                "content": (
-                    f"Request:\n{item.input_text}\n\nReply:\n{item.output_text}\n\n{question}"
-                ),
-            },
-        ]
+        return judge_messages(self.prompts["rubric"], item, question)
 
     async def p_pass(self, item: JudgedItem) -> float:
         logps = await self.lm.choice_logprobs(
