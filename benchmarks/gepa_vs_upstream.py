@@ -68,7 +68,8 @@ from typing import Any
 
 import infra.traces
 from flows.collect import load_heldout
-from gepa_opt import EvaluationBatch, FrontierChanged, GEPAConfig, GEPAEngine
+from gepa_opt import EvaluationBatch, FrontierChanged, GEPAConfig, GEPAEngine, ProposalShape
+from gepa_opt.runtime_model import CallLatency, Schedule, predict_wall_s
 from infra.agents.intent_router import LABELS, IntentRouter, parse_intent
 from infra.lm import LM, Completion
 from infra.lm.local import LocalLM
@@ -176,12 +177,16 @@ class Harness:
         )
         self.metric_calls = 0
         self.reflection_calls = 0
+        self.metric_s = 0.0  # summed latency of each kind of call, for the runtime model
+        self.reflection_s = 0.0
 
     async def rollout(self, example: Example, candidate: dict[str, str]) -> Scored:
         self.metric_calls += 1
+        start = time.monotonic()
         run = await self.agent.run(
             example, candidate, self.lm, max_tokens=self.max_tokens, temperature=0.0
         )
+        self.metric_s += time.monotonic() - start
         return Scored(example, run.output, *judge_reply(example, run.output))
 
     async def rollouts(self, examples: list[Example], candidate: dict[str, str]) -> list[Scored]:
@@ -190,13 +195,22 @@ class Harness:
     async def reflect(self, prompt: str) -> str:
         """A fresh sampling seed per call: N children of one parent must not all coincide."""
         self.reflection_calls += 1
+        start = time.monotonic()
         completion = await self.lm.complete(
             [{"role": "user", "content": prompt}],
             max_tokens=self.reflection_max_tokens,
             temperature=0.7,
             seed=self.seed * 1_000_003 + self.reflection_calls,
         )
+        self.reflection_s += time.monotonic() - start
         return completion.text
+
+    def latency(self) -> CallLatency:
+        """Mean seconds per metric and per reflection call, as this run measured them."""
+        return CallLatency(
+            self.metric_s / max(1, self.metric_calls),
+            self.reflection_s / max(1, self.reflection_calls),
+        )
 
 
 class LoopThread:
@@ -236,6 +250,8 @@ class Run:
     best_candidate: dict[str, str]
     timeline: list[tuple[float, float]]
     """(seconds since the start, best val score so far), one point per pool entry."""
+    predicted_s: float = float("nan")
+    """The runtime model's wall time, from this run's measured latencies."""
     test: float = float("nan")
     ttq_s: float | None = None
 
@@ -489,6 +505,7 @@ class Bench:
         label = ENGINES[engine].format(shape=args.shape)
         if engine in ("A", "B"):
             shape = None if engine == "A" else _parse_shape(args.shape)
+            used_shape = "1x1" if engine == "A" else args.shape
             result, timeline, wall, util = run_upstream(
                 harness, self.loop, self.task, seed, args.budget, args.workers, shape
             )
@@ -499,10 +516,12 @@ class Bench:
                 run_ours(harness, self.task, seed, args.budget, args.workers, shape)
             )
             label = f"ours auto={used}" if engine == "D" else label
+            used_shape = used
             best_val, util = result.best_score, result.worker_utilization
         run = Run(
             engine=engine,
             label=f"{engine} {label}",
+            predicted_s=self.predicted_s(engine, harness, len(result.candidates), used_shape),
             setting=setting,
             seed=seed,
             wall_s=wall,
@@ -516,6 +535,23 @@ class Bench:
         )
         run.test = self.test_score(run.best_candidate)
         return run
+
+    def predicted_s(self, engine: str, harness: Harness, candidates: int, shape: str) -> float:
+        """The runtime model's wall time for this run, from its own measured call latencies
+        and acceptance rate (accepted children per reflection): upstream waits at a barrier
+        after every stage, gepa_opt keeps up to W proposals in flight."""
+        ours = engine in ("C", "D")
+        return predict_wall_s(
+            ProposalShape.parse(shape),
+            harness.latency(),
+            self.args.workers,
+            self.args.budget,
+            minibatch_size=GEPAConfig().reflection_minibatch_size,
+            valset_size=len(self.task.val),
+            acceptance_rate=min(1.0, (candidates - 1) / max(1, harness.reflection_calls)),
+            schedule=Schedule.BARRIER_FREE if ours else Schedule.BARRIER,
+            max_in_flight=self.args.workers if ours else None,
+        ).wall_s
 
     def test_score(self, candidate: dict[str, str]) -> float:
         """The candidate on the test split, on the raw LM (untimed); cached by its texts."""
@@ -557,7 +593,7 @@ def time_to_quality(timeline: list[tuple[float, float]], bar: float) -> float | 
 
 
 HEADER = (
-    f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'calls':>7}{'over':>6}"
+    f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'pred_s':>8}{'calls':>7}{'over':>6}"
     f"{'refl':>6}{'util':>6}{'seed_val':>9}{'best_val':>9}{'test':>7}{'ttq_s':>8}"
 )
 
@@ -565,7 +601,8 @@ HEADER = (
 def row(run: Run) -> str:
     ttq = "never" if run.ttq_s is None else f"{run.ttq_s:.1f}"
     return (
-        f"{run.label:<22}{run.setting:<9}{run.seed:>4}{run.wall_s:>8.1f}{run.metric_calls:>7}"
+        f"{run.label:<22}{run.setting:<9}{run.seed:>4}{run.wall_s:>8.1f}{run.predicted_s:>8.1f}"
+        f"{run.metric_calls:>7}"
         f"{run.overshoot:>6}{run.reflection_calls:>6}{run.utilization:>6.2f}"
         f"{run.seed_val:>9.3f}{run.best_val:>9.3f}{run.test:>7.3f}{ttq:>8}"
     )

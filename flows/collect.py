@@ -16,11 +16,30 @@ from judges.types import JudgedItem, render_inputs
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class LabelWindow:
+    """Which annotations a night learned from: registered with the judge version."""
+
+    labels: int
+    first: datetime | None  # the earliest annotation's timestamp
+    last: datetime | None
+    since: datetime | None  # the fetch's window start; None = all the source had
+    fetched_at: datetime | None
+
+
 @dataclass
 class Collected:
     examples: list[Example]  # one per production trace the agent could read
     items: list[JudgedItem]  # traces with a human pass/fail annotation
     skipped: list[SkippedRecord] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)  # trace id -> the reply as logged
+    window: LabelWindow = field(default_factory=lambda: LabelWindow(0, None, None, None, None))
+
+    def judged_items(self) -> list[JudgedItem]:
+        """Every readable trace of the night as the judge reads it, labelled or not."""
+        return [
+            JudgedItem(ex.id, render_inputs(ex.inputs), self.outputs[ex.id]) for ex in self.examples
+        ]
 
 
 def window_start(lookback_hours: int | None, now: datetime | None = None) -> datetime | None:
@@ -30,7 +49,13 @@ def window_start(lookback_hours: int | None, now: datetime | None = None) -> dat
     return (now or datetime.now(UTC)) - timedelta(hours=lookback_hours)
 
 
-def collect(batch: TraceBatch, agent: Agent, annotation_name: str) -> Collected:
+def collect(
+    batch: TraceBatch,
+    agent: Agent,
+    annotation_name: str,
+    since: datetime | None = None,
+    fetched_at: datetime | None = None,
+) -> Collected:
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
@@ -43,6 +68,7 @@ def collect(batch: TraceBatch, agent: Agent, annotation_name: str) -> Collected:
             continue
         outputs[trace.trace_id] = trace.output_text
     items = []
+    stamps = []
     for ann in batch.annotations:
         if ann.name != annotation_name or ann.trace_id not in examples:
             continue
@@ -59,7 +85,11 @@ def collect(batch: TraceBatch, agent: Agent, annotation_name: str) -> Collected:
                 human_comment=ann.comment or "",
             )
         )
-    return Collected(list(examples.values()), items, skipped)
+        stamps.append(ann.timestamp)
+    window = LabelWindow(
+        len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
+    )
+    return Collected(list(examples.values()), items, skipped, outputs, window)
 
 
 def load_heldout(path: Path) -> list[Example]:

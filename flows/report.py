@@ -11,6 +11,8 @@ from rich.table import Table
 from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
 
 if TYPE_CHECKING:
+    from flows.feedback import Feedback
+    from flows.judge_gate import JudgeGate
     from flows.registration import Registered
 
 
@@ -25,6 +27,13 @@ class NightReport:
     seconds: float
     registered: Registered | None = None
     stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    gate: JudgeGate | None = None  # which judge the night ran on, and why
+    feedback: Feedback | None = None  # label requests and judge scores sent back
+
+    @property
+    def judge_trusted(self) -> bool:
+        """Whether the judge the agent was optimized against agrees enough with the humans."""
+        return self.gate.judge.trusted if self.gate else self.judge.trusted
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow: before/after of every stage."""
@@ -40,7 +49,7 @@ class NightReport:
             "judge_val_kappa_best": self.judge.val_kappa,
             "judge_val_kappa_seed": self.judge.seed_val_kappa,
             "judge_kept_seed": float(self.judge.kept_seed),
-            "judge_trusted": float(self.judge.trusted),
+            "judge_trusted": float(self.judge_trusted),
             "agent_metric_calls": self.prompt.metric_calls,
             "agent_reflection_calls": self.prompt.reflection_calls,
             "agent_candidates": self.prompt.candidates,
@@ -53,6 +62,14 @@ class NightReport:
         out |= {
             f"{name}_seconds": end - begin for name, (begin, end) in self.stage_intervals.items()
         }
+        if self.gate:
+            out["judge_gate_passed"] = float(self.gate.decision.passed)
+            out["judge_used_kappa"] = self.gate.judge.heldout_kappa
+            out["judge_used_threshold"] = self.gate.judge.threshold
+            if self.gate.previous:
+                out["judge_previous_kappa"] = self.gate.previous.heldout_kappa
+        if self.feedback:
+            out |= self.feedback.metrics()
         if self.lora.val_with is not None:
             out["lora_val_with"] = self.lora.val_with
         if self.lora.train_loss is not None:
@@ -105,14 +122,32 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def judge_lines(report: NightReport) -> list[str]:
+    """The gate's decision, the judge the night ran on, and what went back to the source."""
+    out = []
+    if report.gate:
+        g = report.gate
+        verdict = "passed" if g.decision.passed else "failed"
+        out.append(f"Judge gate {verdict}: {g.decision.reason}.")
+        out.append(
+            f"Judge version: registered {g.registered_label}; the night ran on "
+            f"{g.judge.label} (held-out κ {g.judge.heldout_kappa:.3f}, threshold "
+            f"{g.judge.threshold:.3f})."
+        )
+    if report.feedback:
+        out += report.feedback.lines()
+    return out
+
+
 def notes(report: NightReport) -> list[str]:
     out = []
     j = report.judge
-    if not j.trusted:
+    if not report.judge_trusted:
+        kappa = report.gate.judge.heldout_kappa if report.gate else j.heldout.get("kappa", 0.0)
         out.append(
-            f"Judge not trusted: held-out κ {j.heldout.get('kappa', 0.0):.3f} < "
-            f"{j.min_kappa}. The agent was optimized against it anyway, and this version is "
-            "registered with flywheel.judge_trusted=false: do not promote it."
+            f"Judge not trusted: held-out κ {kappa:.3f} < {j.min_kappa}. The agent was "
+            "optimized against it anyway, and this version is registered with "
+            "flywheel.judge_trusted=false: do not promote it."
         )
     if j.kept_seed:
         out.append(
@@ -132,6 +167,8 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
     for row in summary_rows(report):
         table.add_row(*row)
     console.print(table)
+    for line in judge_lines(report):
+        console.print(line, markup=False)
     for note in notes(report):
         console.print(note, style="yellow", markup=False)
     skipped = report.collected.get("skipped_records", 0)
@@ -151,6 +188,7 @@ def render_markdown(report: NightReport) -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
+    lines += [""] + judge_lines(report)
     lines += [""] + notes(report)
     if report.registered:
         lines += ["", report.registered.describe()]

@@ -40,7 +40,7 @@ class Runtime:
 
     @cached_property
     def traces(self) -> TraceSource:
-        return make_trace_source(self.settings.traces)
+        return make_trace_source(self.settings.traces, self.settings.state_dir)
 
     @cached_property
     def registry(self) -> Registry:

@@ -15,6 +15,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from flows.judge_in_use import JudgeInUse
 from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
 from infra.lm.model_files import resolve_model_path
@@ -52,7 +53,8 @@ class JudgeStage:
 
     @property
     def trusted(self) -> bool:
-        """Whether the judge agrees with the humans enough to steer the agent."""
+        """Whether this judge clears the kappa floor (the gate also compares it with the
+        judge in use; `flows.judge_gate`)."""
         return self.heldout.get("kappa", 0.0) >= self.min_kappa
 
 
@@ -101,12 +103,22 @@ def gepa_config(cfg: GEPASettings, seed: int, **overrides: Any) -> GEPAConfig:
     )
 
 
+def judge_splits(
+    rt: Runtime, items: list[JudgedItem]
+) -> tuple[list[JudgedItem], list[JudgedItem], list[JudgedItem]]:
+    """(train, val, held-out), fixed by seed: the gate re-measures the judge in use on the
+    very held-out items the new judge was measured on."""
+    cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
+    selection, heldout = stratified_split(items, cfg.heldout_fraction, seed)
+    train, val = stratified_split(selection, 0.4, seed + 1)
+    return train, val, heldout
+
+
 async def align_judge_stage(
     rt: Runtime, items: list[JudgedItem], on_event: OnEvent = None
 ) -> JudgeStage:
     cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
-    selection, heldout = stratified_split(items, cfg.heldout_fraction, seed)
-    train, val = stratified_split(selection, 0.4, seed + 1)
+    train, val, heldout = judge_splits(rt, items)
     config = gepa_config(cfg, seed, skip_perfect_score=False)
     aligned = await align_judge(
         rt.lm,
@@ -134,9 +146,9 @@ async def align_judge_stage(
     )
 
 
-def judge_of(rt: Runtime, stage: JudgeStage) -> PointwiseJudge:
+def judge_of(rt: Runtime, judge: JudgeInUse) -> PointwiseJudge:
     return PointwiseJudge(
-        rt.lm, stage.prompts, stage.threshold, rt.settings.judge.rationale_max_tokens
+        rt.lm, judge.prompts, judge.threshold, rt.settings.judge.rationale_max_tokens
     )
 
 
@@ -152,7 +164,7 @@ async def optimize_prompts_stage(
     rt: Runtime,
     examples: list[Example],
     seed_prompts: dict[str, str],
-    judge: JudgeStage,
+    judge: JudgeInUse,
     on_event: OnEvent = None,
 ) -> PromptStage:
     cfg = rt.settings.agent_opt
@@ -185,7 +197,7 @@ async def evaluate_agent(
     rt: Runtime,
     prompts: dict[str, str],
     examples: list[Example],
-    judge: JudgeStage,
+    judge: JudgeInUse,
     adapter: str | None = None,
 ) -> Evaluation:
     """Held-out evaluation: true-label accuracy where known, and the judge's pass rate."""
@@ -204,7 +216,7 @@ async def judged_rollouts(
     rt: Runtime,
     prompts: dict[str, str],
     examples: list[Example],
-    judge: JudgeStage,
+    judge: JudgeInUse,
     adapter: str | None = None,
     **params: Any,
 ) -> list[Rollout]:
@@ -215,7 +227,7 @@ async def judged_rollouts(
 
 
 async def lora_stage(
-    rt: Runtime, examples: list[Example], prompts: dict[str, str], judge: JudgeStage, run_dir: Path
+    rt: Runtime, examples: list[Example], prompts: dict[str, str], judge: JudgeInUse, run_dir: Path
 ) -> LoraStage:
     """One slow-loop round: sample, judge, keep the best (rejection sampling), SFT a LoRA
     adapter, and keep it only if the judge prefers it on the Pareto set (never held-out)."""

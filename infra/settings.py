@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, NonNegativeInt, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -51,6 +51,13 @@ class TraceSettings(BaseModel):
     lookback_hours: int | None = None
     max_traces: int = 1000
     trace_name: str | None = None  # Langfuse: only traces of this name
+    # Langfuse: the annotation queue (name or id) that receives the judge's label requests
+    annotation_queue: str | None = None
+    # The name of the score the judge writes on each night's traces (source API, never
+    # ANNOTATION, so it is not read back as a human label).
+    judge_score_name: str = "flywheel_judge"
+    # JSONL: where label requests and judge scores are appended; empty = <state_dir>/outbox
+    outbox_dir: str = ""
 
 
 class GEPASettings(BaseModel):
@@ -70,9 +77,17 @@ class JudgeSettings(GEPASettings):
     max_metric_calls: int = 200
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
-    # A judge whose held-out kappa is below this is not trusted: the night still runs,
-    # but what it registers is marked untrusted and must not be promoted.
+    # The gate: a new judge needs held-out kappa >= this, and >= the in-use judge's on the
+    # same held-out labels, to become judge-production. A night whose judge is below it
+    # still runs, but what it registers is marked untrusted and must not be promoted.
     min_kappa: float = 0.2
+    # Active learning: traces per night sent for human labels, those where the judge is
+    # least sure (probability nearest its threshold); 0 = none.
+    active_learning_per_night: NonNegativeInt = 5
+    # Write the judge's verdict on each of the night's traces back as a score.
+    write_scores: bool = True
+    # A one-sentence rationale as each score's comment: one generation per trace.
+    rationale_in_scores: bool = False
 
 
 class AgentOptSettings(GEPASettings):

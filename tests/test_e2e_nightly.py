@@ -45,9 +45,10 @@ def small_export(folder: Path, traces: int = 48, heldout: int = 21) -> Path:
 
 
 def test_nightly_registers_versions_with_metrics(tmp_path):
+    export = small_export(tmp_path / "export")
     settings = Settings(
         state_dir=tmp_path / "state",
-        traces={"jsonl_dir": str(small_export(tmp_path / "export"))},
+        traces={"jsonl_dir": str(export)},
         judge={"max_metric_calls": 40, "reflection_minibatch_size": 3},
         agent_opt={
             "max_metric_calls": 30,
@@ -79,7 +80,8 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     client = MlflowClient()
     version = client.get_model_version_by_alias("agent", "candidate")
     assert int(version.version) == 1
-    assert version.tags["flywheel.judge_trusted"] == str(report.judge.trusted).lower()
+    assert version.tags["flywheel.judge_trusted"] == str(report.judge_trusted).lower()
+    assert version.tags["flywheel.judge_version"] == "agent-judge-rubric v1"
     prompt = mlflow.genai.load_prompt("prompts:/agent-instructions@candidate")
     assert prompt.template == report.prompt.prompts["instructions"]
     metrics = client.get_run(registered.mlflow_run_id).data.metrics
@@ -96,3 +98,37 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     curve = client.get_metric_history(registered.mlflow_run_id, "agent_best_val_score")
     assert curve and curve[0].step <= curve[-1].step <= 30
     assert metrics["heldout_seed_accuracy"] == pytest.approx(report.evals["seed"].accuracy)
+
+    # The judge: a registered version with what it learned from and how it did, the
+    # production alias only if it passed its gate (no judge was in use before this night).
+    gate = report.gate
+    assert gate.registered == {"agent-judge-rubric": 1} and gate.previous is None
+    judge = client.get_prompt_version("agent-judge-rubric", 1)
+    assert judge.template == report.judge.prompts["rubric"]
+    assert float(judge.tags["flywheel.judge.threshold"]) == report.judge.threshold
+    assert float(judge.tags["flywheel.judge.heldout.kappa"]) == pytest.approx(
+        report.judge.heldout["kappa"], abs=1e-4
+    )
+    for key in ("kappa_low", "kappa_high", "accuracy", "accuracy_low", "accuracy_high"):
+        assert f"flywheel.judge.heldout.{key}" in judge.tags, key
+    assert judge.tags["flywheel.judge.window.labels"] == str(report.collected["annotations"])
+    assert judge.tags["flywheel.judge.window.first_label"] != "none"
+    assert judge.tags["flywheel.judge.gate"] == ("passed" if gate.decision.passed else "failed")
+    assert ("judge-production" in judge.aliases) == gate.decision.passed
+    params = client.get_run(registered.mlflow_run_id).data.params
+    assert params["flywheel.judge.gate_reason"] == gate.decision.reason
+    assert metrics["judge_gate_passed"] == float(gate.decision.passed)
+
+    # What went back to the (JSONL) source: label requests and one score per trace.
+    outbox = settings.state_dir / "outbox"
+    asked = (outbox / "label_requests.jsonl").read_text().splitlines()
+    scored = (outbox / "scores.jsonl").read_text().splitlines()
+    assert report.feedback.labels_requested == len(asked) == 5  # 26 traces are unlabelled
+    assert report.feedback.scores_written == len(scored) == report.collected["traces"]
+    human = [json.loads(line) for line in (export / "scores.jsonl").read_text().splitlines()]
+    labelled = {score["traceId"] for score in human if "timestamp" in score}  # not the bad one
+    assert not {json.loads(a)["objectId"] for a in asked} & labelled
+    assert json.loads(scored[0])["metadata"]["judge_version"] == "agent-judge-rubric v1"
+    assert again.feedback.scores_written == len(scored)  # the rerun sent nothing twice
+    final = client.get_run(registered.mlflow_run_id).data.metrics
+    assert final["labels_requested"] == 5 and final["scores_written"] == len(scored)

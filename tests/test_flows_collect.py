@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from flows.collect import collect, load_heldout, summarize, window_start
+from flows.collect import LabelWindow, collect, load_heldout, summarize, window_start
 from infra.agents.intent_router import IntentRouter
 from infra.traces import Annotation, TraceBatch, TraceRecord
 
@@ -68,3 +68,19 @@ def test_heldout_file_skips_bad_lines(tmp_path):
 def test_trace_window_follows_lookback():
     assert window_start(None) is None
     assert window_start(24, now=NOW) == datetime(2026, 11, 28, tzinfo=UTC)
+
+
+def test_collect_keeps_replies_and_the_label_window():
+    later = datetime(2026, 11, 29, 18, tzinfo=UTC)
+    batch = TraceBatch(
+        traces=[trace("a", "rain?", "weather"), trace("b", "jazz", "music")],
+        annotations=[score("a", 1.0), Annotation(**{**vars(score("a", 0.0)), "timestamp": later})],
+    )
+    fetched = datetime(2026, 11, 30, 2, tzinfo=UTC)
+    collected = collect(batch, IntentRouter(), "correct", since=NOW, fetched_at=fetched)
+    assert collected.window == LabelWindow(2, NOW, later, NOW, fetched)
+    judged = collected.judged_items()
+    assert [(i.id, i.input_text, i.output_text, i.human_pass) for i in judged] == [
+        ("a", "rain?", "weather", None),
+        ("b", "jazz", "music", None),
+    ]

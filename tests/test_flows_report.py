@@ -52,3 +52,41 @@ def test_untrusted_judge_and_dropped_adapter_are_said():
     assert "not kept" in text
     assert "Judge not trusted" not in render_markdown(report(0.5))
     assert report(0.05).metrics()["judge_trusted"] == 0.0
+
+
+def kept_judge_report() -> NightReport:
+    from flows.feedback import Feedback
+    from flows.judge_gate import JudgeGate
+    from flows.judge_in_use import JudgeInUse
+    from judges.gate import InUseJudge, gate_judge
+
+    night = report(0.05)
+    kept = JudgeInUse({"rubric": "old"}, 0.45, {"agent-judge-rubric": 3}, 0.31, 0.2, False)
+    night.gate = JudgeGate(
+        decision=gate_judge(0.05, 0.2, InUseJudge(kept.label, kept.heldout_kappa)),
+        registered={"agent-judge-rubric": 4},
+        judge=kept,
+        previous=kept,
+    )
+    night.feedback = Feedback(
+        judge=kept.label, unlabelled=9, labels_requested=5, scores_total=20, scores_written=20
+    )
+    return night
+
+
+def test_gate_version_labels_and_scores_are_reported():
+    night = kept_judge_report()
+    text = render_markdown(night)
+    assert (
+        "Judge gate failed: new judge kappa 0.05 < floor 0.20; kept agent-judge-rubric v3 "
+        "(kappa 0.31)." in text
+    )
+    assert "registered agent-judge-rubric v4; the night ran on agent-judge-rubric v3" in text
+    assert "Labels requested: 5 of 9 unlabelled traces" in text
+    assert "Scores written: 20 of 20 traces" in text
+    # The night ran on the kept judge, which clears the floor: nothing untrusted to say.
+    assert "Judge not trusted" not in text
+    metrics = night.metrics()
+    assert metrics["judge_trusted"] == 1.0 and metrics["judge_gate_passed"] == 0.0
+    assert metrics["judge_used_kappa"] == 0.31 and metrics["judge_previous_kappa"] == 0.31
+    assert metrics["labels_requested"] == 5.0 and metrics["scores_written"] == 20.0

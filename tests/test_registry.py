@@ -137,3 +137,23 @@ def test_unusable_store_is_one_sentence(tmp_path):
     blocker.write_text("")
     with pytest.raises(RegistryError, match="FLYWHEEL_STATE_DIR"):
         Registry(Settings(state_dir=blocker / "state"))
+
+
+def test_prompt_version_at_alias_carries_its_tags(registry):
+    name = registry.prompt_name("judge-rubric")
+    assert registry.prompt_version_at_alias(name, "judge-production") is None
+    version = registry.register_prompt(name, "Judge: {{reply}}", "n1", {"threshold": "0.42"})
+    registry.set_prompt_alias(name, "judge-production", version)
+    found = registry.prompt_version_at_alias(name, "judge-production")
+    assert (found.name, found.version, found.template) == (name, version, "Judge: {{reply}}")
+    assert found.tags == {"threshold": "0.42"}
+
+
+def test_a_closed_run_takes_later_metrics(registry):
+    with registry.start_run("night") as run:
+        registry.log_metrics({"a": 1.0})
+    with registry.reopen_run(run.info.run_id):
+        registry.log_metrics({"scores_written": 3.0})
+        registry.log_text("later", "report.md")
+    data = registry.client.get_run(run.info.run_id).data
+    assert data.metrics == {"a": 1.0, "scores_written": 3.0}

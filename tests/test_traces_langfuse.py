@@ -1,19 +1,23 @@
 """LangfuseTraceSource against a fake of the SDK's `api` object.
 
-Pages are built the way the SDK builds them: `parse_obj_as` on the server's camelCase
-JSON into the SDK's own response models.
+Pages and responses are built the way the SDK builds them: `parse_obj_as` on the
+server's camelCase JSON into the SDK's own response models.
 """
 
 import json
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
+from langfuse.api.annotation_queues import AnnotationQueueObjectType, PaginatedAnnotationQueues
 from langfuse.api.core.api_error import ApiError
 from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
+from langfuse.api.scores import CreateScoreRequest, CreateScoresResponse
 from langfuse.api.scores.types.get_scores_v3response import GetScoresV3Response
 
 from infra.settings import TraceSettings
+from infra.traces import JudgeScore, LabelRequest
 from infra.traces.langfuse_source import LangfuseTraceSource
 from infra.traces.source import TraceSourceError
 
@@ -165,3 +169,162 @@ def test_missing_keys_name_the_variables_not_their_values(monkeypatch):
         LangfuseTraceSource(TraceSettings())
     assert "LANGFUSE_PUBLIC_KEY" in str(err.value)
     assert "sk-lf-do-not-print" not in str(err.value)
+
+
+# Label requests and judge scores back to Langfuse
+
+QUEUE = {
+    "scoreConfigIds": [],
+    "createdAt": "2026-11-01T00:00:00Z",
+    "updatedAt": "2026-11-01T00:00:00Z",
+}
+
+
+class FakeQueues:
+    """`api.annotation_queues`: pages of queues, and the items created."""
+
+    def __init__(self, pages: list[list[dict]]):
+        self.listed: list[int] = []
+        self.items: list[tuple] = []
+        self._pages = [
+            parse_obj_as(
+                PaginatedAnnotationQueues,
+                {
+                    "data": [QUEUE | q for q in page],
+                    "meta": {
+                        "page": n + 1,
+                        "limit": 100,
+                        "totalItems": 0,
+                        "totalPages": len(pages),
+                    },
+                },
+            )
+            for n, page in enumerate(pages)
+        ]
+
+    def list_queues(self, *, page=None, limit=None):
+        self.listed.append(page)
+        return self._pages[page - 1]
+
+    def create_queue_item(self, queue_id, *, object_id, object_type, status=None):
+        self.items.append((queue_id, object_id, object_type))
+
+
+class FakeScoreWriter:
+    """`api.scores.create`: records each batch, answers 202 or the 207 it is given."""
+
+    def __init__(self, response: dict | None = None):
+        self.batches: list[list] = []
+        self.response = parse_obj_as(CreateScoresResponse, response or {"message": "Accepted"})
+
+    def create(self, *, request):
+        self.batches.append(request)
+        return self.response
+
+
+def feedback_api(queues=None, scores=None) -> SimpleNamespace:
+    return SimpleNamespace(annotation_queues=queues, scores=scores)
+
+
+def judge_score(i: int, value: float = 1.0) -> JudgeScore:
+    return JudgeScore(
+        id=f"js{i}",
+        trace_id=f"t{i}",
+        name="flywheel_judge",
+        value=value,
+        timestamp=SINCE,
+        comment=f"why {i}",
+        metadata={"judge_version": "agent-judge-rubric v2", "threshold": 0.4, "p_pass": 0.7},
+    )
+
+
+def label_request(i: int) -> LabelRequest:
+    return LabelRequest(f"t{i}", "judge least sure", 0.01 * i, "agent-judge-rubric v2")
+
+
+def test_label_requests_become_trace_items_of_the_named_queue():
+    queues = FakeQueues([[{"id": "q1", "name": "other"}], [{"id": "q2", "name": "judge-review"}]])
+    source = LangfuseTraceSource(
+        TraceSettings(annotation_queue="judge-review"), api=feedback_api(queues)
+    )
+    assert source.request_labels([label_request(1), label_request(2)]) == 2
+    assert source.request_labels([label_request(3)]) == 1
+    assert queues.items == [
+        ("q2", "t1", AnnotationQueueObjectType.TRACE),
+        ("q2", "t2", AnnotationQueueObjectType.TRACE),
+        ("q2", "t3", AnnotationQueueObjectType.TRACE),
+    ]
+    assert queues.listed == [1, 2]  # the queue is looked up once, through every page
+
+
+def test_a_queue_id_works_too_and_a_missing_queue_is_one_sentence():
+    queues = FakeQueues([[{"id": "q1", "name": "judge-review"}]])
+    source = LangfuseTraceSource(TraceSettings(annotation_queue="q1"), api=feedback_api(queues))
+    assert source.request_labels([label_request(1)]) == 1 and queues.items[0][0] == "q1"
+
+    unknown = LangfuseTraceSource(
+        TraceSettings(annotation_queue="nope"), api=feedback_api(FakeQueues([[]]))
+    )
+    with pytest.raises(TraceSourceError, match="no annotation queue.*'nope'.*ANNOTATION_QUEUE"):
+        unknown.request_labels([label_request(1)])
+    unset = LangfuseTraceSource(TraceSettings(), api=feedback_api(queues))
+    with pytest.raises(TraceSourceError, match="FLYWHEEL_TRACES__ANNOTATION_QUEUE"):
+        unset.request_labels([label_request(1)])
+    assert unset.request_labels([]) == 0  # nothing to ask: no queue needed
+
+
+def test_judge_scores_go_out_in_batches_as_api_scores():
+    writer = FakeScoreWriter()
+    source = LangfuseTraceSource(TraceSettings(), api=feedback_api(scores=writer))
+    scores = [judge_score(i, value=float(i % 2)) for i in range(150)]
+    assert source.write_scores(scores) == 150
+    assert [len(b) for b in writer.batches] == [100, 50]
+    first = writer.batches[0][1]
+    assert isinstance(first, CreateScoreRequest)
+    assert (first.id, first.trace_id, first.name, first.value) == (
+        "js1",
+        "t1",
+        "flywheel_judge",
+        1.0,
+    )
+    assert first.data_type == "BOOLEAN" and first.comment == "why 1" and first.timestamp == SINCE
+    assert first.metadata["judge_version"] == "agent-judge-rubric v2"
+    assert first.source is None  # Langfuse records API; it refuses EVAL on this endpoint
+    assert source.write_scores([]) == 0 and len(writer.batches) == 2
+
+
+def test_scores_langfuse_partly_rejects_are_counted_not_resent(caplog):
+    writer = FakeScoreWriter(
+        {"accepted": 1, "rejected": 1, "errors": [{"message": "trace t2 not found"}]}
+    )
+    source = LangfuseTraceSource(TraceSettings(), api=feedback_api(scores=writer))
+    assert source.write_scores([judge_score(1), judge_score(2)]) == 1
+    assert len(writer.batches) == 1 and "trace t2 not found" in caplog.text
+
+
+def test_write_errors_are_one_sentence_without_the_keys(monkeypatch, caplog):
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-do-not-print")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-do-not-print")
+
+    class Refusing:
+        def create(self, *, request):
+            raise ApiError(
+                status_code=403, headers={"authorization": "sk-lf-do-not-print"}, body=""
+            )
+
+        def create_queue_item(self, queue_id, **params):
+            self.create(request=None)
+
+        def list_queues(self, **params):
+            self.create(request=None)
+
+    api = feedback_api(queues=Refusing(), scores=Refusing())
+    source = LangfuseTraceSource(TraceSettings(annotation_queue="q"), api=api)
+    for call, items in (
+        (source.write_scores, [judge_score(1)]),
+        (source.request_labels, [label_request(1)]),
+    ):
+        with pytest.raises(TraceSourceError, match=r"\(403\)") as err:
+            call(items)
+        assert "do-not-print" not in str(err.value)
+    assert "do-not-print" not in caplog.text

@@ -11,6 +11,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -35,6 +36,16 @@ _SECRET_WORDS = ("api_key", "secret", "password", "token")
 
 class RegistryError(UserFacingError):
     """The registry cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class RegisteredPrompt:
+    """One prompt version as stored: its text and the tags it was registered with."""
+
+    name: str
+    version: int
+    template: str
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 class Registry:
@@ -82,6 +93,12 @@ class Registry:
         with mlflow.start_run(
             experiment_id=self.experiment_id, run_name=name, tags=tags, nested=nested
         ) as run:
+            yield run
+
+    @contextmanager
+    def reopen_run(self, run_id: str) -> Iterator[mlflow.ActiveRun]:
+        """A finished run made active again, to add what was measured after it closed."""
+        with mlflow.start_run(run_id=run_id) as run:
             yield run
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
@@ -133,10 +150,18 @@ class Registry:
 
     def prompt_at_alias(self, name: str, alias: str) -> str | None:
         """The template `alias` points to, or None when the prompt or alias does not exist."""
+        found = self.prompt_version_at_alias(name, alias)
+        return found.template if found else None
+
+    def prompt_version_at_alias(self, name: str, alias: str) -> RegisteredPrompt | None:
+        """The version `alias` points to, with its tags; None when there is none."""
         try:
-            return _prompt(f"prompts:/{name}@{alias}").template
+            prompt = _prompt(f"prompts:/{name}@{alias}")
         except MlflowException:
             return None
+        return RegisteredPrompt(
+            prompt.name, int(prompt.version), prompt.template, dict(prompt.tags or {})
+        )
 
     # Model versions: the prompts plus, after a LoRA round, the adapter
 

@@ -2,7 +2,8 @@
 
 Each line is one record in Langfuse's own shape (see `infra.traces.mapping`). A bad
 line is skipped, logged with its file, line number and field, and counted in the
-batch, so one broken record never costs the rest of the night.
+batch, so one broken record never costs the rest of the night. Label requests and
+judge scores go to an outbox folder (`infra.traces.outbox`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.outbox import Outbox
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 
 log = logging.getLogger(__name__)
@@ -27,8 +30,23 @@ T = TypeVar("T")
 
 
 class JsonlTraceSource:
-    def __init__(self, directory: str | Path = ""):
+    def __init__(self, directory: str | Path = "", outbox_dir: str | Path | None = None):
         self.directory = Path(directory) if directory else DEMO_DIR
+        self.outbox = Outbox(outbox_dir) if outbox_dir else None
+
+    def request_labels(self, items: list[LabelRequest]) -> int:
+        return self._outbox().request_labels(items)
+
+    def write_scores(self, scores: list[JudgeScore]) -> int:
+        return self._outbox().write_scores(scores)
+
+    def _outbox(self) -> Outbox:
+        if self.outbox is None:
+            raise TraceSourceError(
+                "This JSONL trace source has no outbox folder for label requests and scores: "
+                "build it with make_trace_source, or pass outbox_dir."
+            )
+        return self.outbox
 
     def fetch(self, since: datetime | None = None, limit: int = 1000) -> TraceBatch:
         observations = self.directory / OBSERVATIONS

@@ -2,8 +2,9 @@
 
 Generations come from the observations v2 API (`api.observations.get_many`, cursor
 pages) and human annotations from the scores v3 API (`api.scores.get_many`, cursor
-pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. The SDK's `api`
-object is the seam: tests hand in a fake with the same two methods.
+pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. Label requests
+and judge scores go back through `infra.traces.langfuse_feedback`. The SDK's `api`
+object is the seam: tests hand in a fake with the same methods.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,8 @@ import httpx
 from langfuse.api.core.api_error import ApiError
 
 from infra.settings import TraceSettings
+from infra.traces import langfuse_feedback
+from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 
@@ -40,16 +44,31 @@ class LangfuseTraceSource:
     def __init__(self, settings: TraceSettings, api: LangfuseAPI | None = None):
         self.settings = settings
         self._api = api if api is not None else _sdk_api()
+        self._queue_id: str | None = None
 
     def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
-        try:
+        with _api_errors("could not be read"):
             return self._fetch(as_utc(since), limit)
-        except (ApiError, httpx.HTTPError) as e:
-            status = getattr(e, "status_code", None) or type(e).__name__
+
+    def request_labels(self, items: list[LabelRequest]) -> int:
+        if not items:
+            return 0
+        queue = self.settings.annotation_queue
+        if not queue:
             raise TraceSourceError(
-                f"Langfuse could not be read ({status}): check LANGFUSE_HOST and that the "
-                "API keys belong to the project."
-            ) from e
+                "Label requests need a Langfuse annotation queue: set "
+                "FLYWHEEL_TRACES__ANNOTATION_QUEUE to its name or id."
+            )
+        with _api_errors("did not take the label requests"):
+            if self._queue_id is None:
+                self._queue_id = langfuse_feedback.resolve_queue_id(self._api, queue)
+            return langfuse_feedback.create_queue_items(self._api, self._queue_id, items)
+
+    def write_scores(self, scores: list[JudgeScore]) -> int:
+        if not scores:
+            return 0
+        with _api_errors("did not take the judge scores"):
+            return langfuse_feedback.create_scores(self._api, scores)
 
     def _fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         batch = TraceBatch()
@@ -107,6 +126,19 @@ class LangfuseTraceSource:
         return conditions
 
 
+@contextmanager
+def _api_errors(what: str) -> Iterator[None]:
+    """SDK and network errors as one sentence; the status only, never headers or keys."""
+    try:
+        yield
+    except (ApiError, httpx.HTTPError) as e:
+        status = getattr(e, "status_code", None) or type(e).__name__
+        raise TraceSourceError(
+            f"Langfuse {what} ({status}): check LANGFUSE_HOST and that the API keys belong "
+            "to the project."
+        ) from e
+
+
 def _sdk_api() -> LangfuseAPI:
     missing = [var for var in KEY_VARS if not os.environ.get(var)]
     if missing:
@@ -116,7 +148,8 @@ def _sdk_api() -> LangfuseAPI:
         )
     from langfuse import Langfuse
 
-    # Reading only: no tracer, so nothing is exported from this process.
+    # No tracer, so nothing is exported from this process. Scores therefore go through the
+    # REST client: `Langfuse.create_score` drops them silently when tracing is disabled.
     return Langfuse(tracing_enabled=False).api
 
 

@@ -4,15 +4,18 @@ Scores arrive in two layouts and both are accepted: the v3 API's (`subject` name
 trace or observation; BOOLEAN `value` is a bool, CATEGORICAL `value` is the label) and
 the flat one of exports and the older API (`traceId`, `observationId`, numeric `value`
 plus `stringValue`). Dicts may hold ISO strings (JSON files) or datetimes (SDK models'
-`.dict()`).
+`.dict()`). Judge scores flywheel writes to an outbox go out in the flat layout.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.traces.types import Annotation, TraceRecord
+
+if TYPE_CHECKING:
+    from infra.traces.feedback import JudgeScore
 
 _DATA_TYPES = ("BOOLEAN", "NUMERIC", "CATEGORICAL")
 _SOURCES = ("ANNOTATION", "API", "EVAL")
@@ -70,6 +73,30 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
         comment=_optional_str(score, "comment"),
         metadata=_optional_dict(score, "metadata"),
     )
+
+
+def score_to_langfuse(score: JudgeScore) -> dict[str, Any]:
+    """A judge score in the flat export shape `annotation_from_score` reads back.
+
+    The source is API: Langfuse's public API refuses EVAL (reserved for its own
+    evaluators) and records scores it receives as API, so an outbox says the same.
+    """
+    record: dict[str, Any] = {
+        "id": score.id,
+        "traceId": score.trace_id,
+        "name": score.name,
+        "value": score.value,
+        "dataType": score.data_type,
+        "source": "API",
+        "timestamp": score.timestamp.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "comment": score.comment,
+        "metadata": score.metadata,
+    }
+    if score.data_type == "BOOLEAN":
+        record["stringValue"] = "True" if score.value == 1 else "False"
+    elif score.data_type == "CATEGORICAL":
+        record["stringValue"] = score.value
+    return record
 
 
 def _subject(score: dict[str, Any]) -> tuple[str, str | None]:

@@ -1,4 +1,5 @@
-"""The trace-source seam: where production traces and their scores come from."""
+"""The trace-source seam: where production traces and their scores come from, and where
+the judge's label requests and scores go back to."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from infra.errors import UserFacingError
+from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.types import Annotation, TraceRecord
 
 
@@ -43,6 +45,14 @@ class TraceSource(Protocol):
     def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         """Traces started at or after `since` (all when None), at most `limit` of them,
         and the scores on those traces."""
+        ...
+
+    def request_labels(self, items: list[LabelRequest]) -> int:
+        """Ask humans to label these traces; returns how many requests were sent."""
+        ...
+
+    def write_scores(self, scores: list[JudgeScore]) -> int:
+        """Store judge verdicts as scores on their traces; returns how many were written."""
         ...
 
 

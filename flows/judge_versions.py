@@ -1,0 +1,102 @@
+"""Judge versions in the MLflow prompt registry: one registered prompt per judge component
+(`<prompt_name>-judge-rubric`), a new version every night, alias judge-production on the
+one the gate last passed.
+
+Each version carries, as tags, what is needed to trust it and to reload it: held-out
+agreement, the calibrated threshold (a rubric without its threshold is not the same
+judge), the annotation window it learned from, and the gate's outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from flows.collect import LabelWindow
+from flows.stages import JudgeStage
+from infra.registry.mlflow_registry import Registry, RegistryError
+from judges.gate import GateDecision
+
+JUDGE_PRODUCTION = "judge-production"
+TAG = "flywheel.judge."
+THRESHOLD_TAG = TAG + "threshold"
+
+
+@dataclass(frozen=True)
+class StoredJudge:
+    prompts: dict[str, str]  # component -> text
+    threshold: float
+    versions: dict[str, int]  # registered prompt name -> version
+
+
+def judge_prompt_name(registry: Registry, component: str) -> str:
+    return registry.prompt_name(f"judge-{component}")
+
+
+def judge_tags(
+    run_id: str, judge: JudgeStage, window: LabelWindow, decision: GateDecision
+) -> dict[str, str]:
+    """The tags of a night's judge version; also logged as params of the night's run."""
+    tags = {
+        "flywheel.run_id": run_id,
+        THRESHOLD_TAG: repr(judge.threshold),  # repr: reloads as exactly the same float
+        TAG + "gate": "passed" if decision.passed else "failed",
+        TAG + "gate_reason": decision.reason,
+        TAG + "window.labels": str(window.labels),
+        TAG + "window.first_label": _stamp(window.first),
+        TAG + "window.last_label": _stamp(window.last),
+        TAG + "window.since": _stamp(window.since),
+        TAG + "window.fetched_at": _stamp(window.fetched_at),
+    }
+    tags |= {f"{TAG}labels.{split}": str(n) for split, n in judge.sizes.items()}
+    tags |= {f"{TAG}heldout.{key}": f"{value:.4f}" for key, value in judge.heldout.items()}
+    return tags
+
+
+def register_judge(
+    registry: Registry, run_id: str, prompts: dict[str, str], tags: dict[str, str], passed: bool
+) -> dict[str, int]:
+    """A new version of each judge component; alias judge-production only if it passed."""
+    versions = {}
+    for component, text in prompts.items():
+        name = judge_prompt_name(registry, component)
+        versions[name] = registry.register_prompt(
+            name, text, commit_message=f"flywheel night {run_id}", tags=tags
+        )
+    if passed:  # only after every component is in, so the alias never points at half a judge
+        for name, version in versions.items():
+            registry.set_prompt_alias(name, JUDGE_PRODUCTION, version)
+    return versions
+
+
+def production_judge(registry: Registry, components: list[str]) -> StoredJudge | None:
+    """The judge at alias judge-production with its stored threshold; None on the first
+    night (or when a component has no production version)."""
+    found = {
+        c: registry.prompt_version_at_alias(judge_prompt_name(registry, c), JUDGE_PRODUCTION)
+        for c in components
+    }
+    if any(v is None for v in found.values()):
+        return None
+    first = found[components[0]]
+    raw = first.tags.get(THRESHOLD_TAG)
+    try:
+        threshold = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        threshold = math.nan
+    if not math.isfinite(threshold):
+        raise RegistryError(
+            f"Prompt {first.name} v{first.version} (alias {JUDGE_PRODUCTION}) has no valid "
+            f"tag {THRESHOLD_TAG} (got {raw!r}): point the alias at a version flywheel "
+            "registered, or delete the alias to start over."
+        )
+    return StoredJudge(
+        prompts={c: v.template for c, v in found.items()},
+        threshold=threshold,
+        versions={v.name: v.version for v in found.values()},
+    )
+
+
+def _stamp(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else "none"

@@ -1,0 +1,66 @@
+"""The JSONL source's way back: label requests and judge scores appended to files.
+
+An offline deployment has no Langfuse to send them to, so they wait in an outbox
+folder (never the export folder, which may be the demo data shipped in the package)
+for a person or an importer. Lines are only ever appended: earlier nights stay.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.mapping import score_to_langfuse
+from infra.traces.source import TraceSourceError
+
+LABEL_REQUESTS = "label_requests.jsonl"
+SCORES = "scores.jsonl"
+
+
+class Outbox:
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+
+    def request_labels(self, items: list[LabelRequest]) -> int:
+        now = _utc_stamp(datetime.now(UTC))
+        return self._append(LABEL_REQUESTS, (label_request_record(r, now) for r in items))
+
+    def write_scores(self, scores: list[JudgeScore]) -> int:
+        return self._append(SCORES, (score_to_langfuse(s) for s in scores))
+
+    def _append(self, name: str, records: Iterable[dict[str, Any]]) -> int:
+        lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+        if not lines:
+            return 0
+        path = self.directory / name
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as out:
+                out.write("".join(lines))  # one write: a crash leaves no half batch behind
+        except OSError as e:
+            raise TraceSourceError(
+                f"Cannot append to {path} ({e.strerror}): make FLYWHEEL_TRACES__OUTBOX_DIR (or "
+                "the state folder) writable."
+            ) from e
+        return len(lines)
+
+
+def label_request_record(request: LabelRequest, created_at: str) -> dict[str, Any]:
+    """One line of label_requests.jsonl: what a Langfuse annotation queue item would name,
+    plus why the judge asked."""
+    return {
+        "objectId": request.trace_id,
+        "objectType": "TRACE",
+        "reason": request.reason,
+        "margin": request.margin,
+        "judgeVersion": request.judge_version,
+        "createdAt": created_at,
+    }
+
+
+def _utc_stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")

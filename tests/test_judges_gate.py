@@ -1,0 +1,40 @@
+import math
+
+from judges.gate import InUseJudge, gate_judge
+
+V3 = InUseJudge("judge v3", 0.31)
+
+
+def test_first_judge_above_the_floor_passes():
+    decision = gate_judge(0.31, 0.20, None)
+    assert decision.passed and not decision.keeps_in_use
+    assert "becomes judge-production" in decision.reason
+
+
+def test_better_than_the_judge_in_use_passes_and_a_tie_too():
+    assert gate_judge(0.40, 0.20, V3).passed
+    tie = gate_judge(0.31, 0.20, V3)
+    assert tie.passed and "replaces judge v3" in tie.reason
+
+
+def test_below_the_floor_keeps_the_judge_in_use():
+    decision = gate_judge(0.05, 0.20, V3)
+    assert not decision.passed and decision.keeps_in_use
+    assert decision.reason == "new judge kappa 0.05 < floor 0.20; kept judge v3 (kappa 0.31)"
+
+
+def test_worse_than_the_judge_in_use_keeps_it_even_above_the_floor():
+    decision = gate_judge(0.25, 0.20, V3)
+    assert not decision.passed and decision.keeps_in_use
+    assert "0.25 < judge v3's 0.31" in decision.reason and "kept judge v3" in decision.reason
+
+
+def test_no_judge_in_use_and_below_the_floor_runs_untrusted():
+    decision = gate_judge(0.05, 0.20, None)
+    assert not decision.passed and not decision.keeps_in_use
+    assert "no judge is in use" in decision.reason and "untrusted" in decision.reason
+
+
+def test_an_undefined_kappa_never_passes():
+    assert not gate_judge(math.nan, 0.20, None).passed
+    assert not gate_judge(0.5, 0.20, InUseJudge("judge v1", math.nan)).passed
