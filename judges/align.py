@@ -10,26 +10,20 @@ and agreement is measured on held-out labels only.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gepa_opt import Adapter, EvaluationBatch, GEPAConfig, GEPAResult, optimize
 from infra.lm import LM
-from judges.calibration import calibrate_threshold
+from judges.calibration import balancing_weights, calibrate_threshold
 from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.types import JudgedItem
 
 
 def label_weights(items: list[JudgedItem]) -> dict[bool, float]:
-    """Weights in (0, 1] that give each label the same total weight."""
-    counts = Counter(item.human_pass for item in items if item.human_pass is not None)
-    if len(counts) < 2:
-        return {True: 1.0, False: 1.0}
-    rarest = min(counts.values())
-    return {label: rarest / count for label, count in counts.items()}
+    return balancing_weights((item.human_pass for item in items), (True, False))
 
 
 class JudgeAlignmentAdapter(Adapter):

@@ -8,7 +8,8 @@ to "always the majority class".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
 
 
 def balanced_accuracy(pred: Sequence[bool], gold: Sequence[bool]) -> float:
@@ -32,3 +33,14 @@ def calibrate_threshold(probs: Sequence[float], gold: Sequence[bool]) -> float:
         return score, -abs(cut - 0.5)
 
     return max(cuts, key=quality)
+
+
+def balancing_weights(labels: Iterable[Hashable | None], everyone: Iterable[Hashable]) -> dict:
+    """Weights in (0, 1] that give each label the same total weight (None = unlabelled),
+    so a judge that always gives the majority answer cannot win; 1.0 each for the labels
+    in `everyone` when fewer than two labels occur."""
+    counts = Counter(label for label in labels if label is not None)
+    if len(counts) < 2:
+        return dict.fromkeys(everyone, 1.0)
+    rarest = min(counts.values())
+    return {label: rarest / count for label, count in counts.items()}

@@ -9,22 +9,17 @@ model's main failure and the reflection has to see it to write against it.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
+from judges.calibration import balancing_weights
 from judges.pairwise import PairwiseJudge
 from judges.types import PairwiseItem, Preference
 
 
 def preference_weights(items: list[PairwiseItem]) -> dict[Preference, float]:
-    """Weights in (0, 1] that give each preferred label the same total weight."""
-    counts = Counter(item.human_prefers for item in items if item.human_prefers is not None)
-    if len(counts) < 2:
-        return {"A": 1.0, "B": 1.0}
-    rarest = min(counts.values())
-    return {label: rarest / count for label, count in counts.items()}
+    return balancing_weights((item.human_prefers for item in items), ("A", "B"))
 
 
 def clip(text: str, max_chars: int) -> str:
