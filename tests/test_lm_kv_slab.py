@@ -30,8 +30,12 @@ def test_steps_equal_a_plain_forward_through_joins_leaves_and_relayouts():
                     [rng.randrange(3, 64) for _ in range(rng.randint(1, 9))]
                     for _ in range(min(rng.randint(1, 2), 4 - len(rows)))
                 ]
-                _, cache, valid = forward_suffixes(model, prompts, None, pad_id=0)
-                slab.append(cache, valid)
+                # both prefills fill the slab: the model's own and the fused one
+                if rng.random() < 0.5:
+                    _, layers, valid = forward_suffixes(model, prompts, None, pad_id=0)
+                else:
+                    _, layers, valid = fused.prefill(prompts, None, pad_id=0)
+                slab.append(layers, valid)
                 rows += [list(p) for p in prompts]
             if not rows:
                 continue

@@ -317,14 +317,15 @@ class Batcher:
     def _prefill_chunk(self, jobs: list[_Job], prefix: Layers | None) -> None:
         try:
             shared = prefix[0][0].shape[2] if prefix else 0
-            out, cache, valid = forward_suffixes(
-                self.model,
-                [j.request.prompt_ids[shared:] for j in jobs],
-                prefix,
-                self.pad_token_id,
-                logits_to_keep=1,
-            )
-            self.slab.append(cache, valid)
+            suffixes = [j.request.prompt_ids[shared:] for j in jobs]
+            if self.fused is not None and self.adapter is None:
+                logits, layers, valid = self.fused.prefill(suffixes, prefix, self.pad_token_id)
+            else:  # the model's own forward runs the active adapter's LoRA layers
+                out, layers, valid = forward_suffixes(
+                    self.model, suffixes, prefix, self.pad_token_id, logits_to_keep=1
+                )
+                logits = out.logits[:, -1]
+            self.slab.append(layers, valid)
         except Exception as error:
             for job in jobs:
                 _resolve(job, error=error)
@@ -337,7 +338,7 @@ class Batcher:
                 gen = torch.Generator()
                 gen.manual_seed(req.seed) if req.seed is not None else gen.seed()
             self.rows.append(_Row(job, gen))
-        self._accept(out.logits[:, -1], range(first, len(self.rows)))
+        self._accept(logits, range(first, len(self.rows)))
 
     def _decode_step(self) -> None:
         slab = self.slab

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import DynamicCache
+
+from infra.lm.prefix import Layers
 
 GROWTH = 16  # free columns added when the buffers fill up
 
@@ -63,19 +64,19 @@ class KVSlab:
         self.end += 1
         self.length[: self.n] += 1
 
-    def append(self, cache: DynamicCache, valid: torch.Tensor) -> None:
-        """Add prefilled rows whose tokens (`valid` [rows, width]) end just before `end`."""
+    def append(self, layers: Layers, valid: torch.Tensor) -> None:
+        """Add prefilled rows (K/V per layer, `valid` [rows, width]) ending just before `end`."""
         g, width = valid.shape
         if width > self.end:  # make room on the left
             self._relayout(width - (self.end - self._live_from()))
         rows, new = slice(self.n, self.n + g), slice(self.end - width, self.end)
         pad = ~valid[:, None, :, None]
-        for layer, (keys, values) in enumerate(zip(self.keys, self.values, strict=True)):
+        for keys, values, (k, v) in zip(self.keys, self.values, layers, strict=True):
             # the rows' other columns may hold a finished row's tokens: zero them
             keys[rows, :, : new.start] = 0
             values[rows, :, : new.start] = 0
-            keys[rows, :, new] = cache.layers[layer].keys.masked_fill(pad, 0)
-            values[rows, :, new] = cache.layers[layer].values.masked_fill(pad, 0)
+            keys[rows, :, new] = k.masked_fill(pad, 0)
+            values[rows, :, new] = v.masked_fill(pad, 0)
         self.valid[rows] = False
         self.valid[rows, new] = valid
         self.first[rows] = new.start + valid.long().argmax(1)

@@ -82,20 +82,24 @@ class PrefixCache:
             use_cache=True,
             logits_to_keep=1,
         )
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        layers = cache_layers(cache)
         self._entries[(adapter, tuple(ids))] = layers
         while sum(len(key[1]) for key in self._entries) > self.capacity and len(self._entries) > 1:
             self._entries.popitem(last=False)
         return layers
 
 
+def cache_layers(cache: DynamicCache) -> Layers:
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
 def forward_suffixes(
     model: Any, suffixes: list[list[int]], prefix: Layers | None, pad_id: int, **kwargs: Any
-) -> tuple[Any, DynamicCache, torch.Tensor]:
+) -> tuple[Any, Layers, torch.Tensor]:
     """One forward over left-padded `suffixes`, each after the same prefix KV (or none).
 
-    Returns the model output, the cache (prefix, then padded suffixes) and the validity
-    mask of its columns [rows, prefix + width].
+    Returns the model output, the K/V per layer (prefix, then padded suffixes) and the
+    validity mask of its columns [rows, prefix + width].
     """
     g, width = len(suffixes), max(map(len, suffixes))
     shared = prefix[0][0].shape[2] if prefix else 0
@@ -113,4 +117,4 @@ def forward_suffixes(
         use_cache=True,
         **kwargs,
     )
-    return out, cache, mask
+    return out, cache_layers(cache), mask
