@@ -88,8 +88,12 @@ async def judge_night(rt: Runtime, collected: Collected, judge: JudgeInUse) -> N
     )
 
 
-def label_requests(verdicts: NightVerdicts, judge: JudgeInUse, n: int) -> list[LabelRequest]:
-    picked = least_certain(verdicts.p_pass, verdicts.labelled, judge.threshold, n)
+def label_requests(
+    verdicts: NightVerdicts, judge: JudgeInUse, n: int, pending: set[str] = frozenset()
+) -> list[LabelRequest]:
+    """The n least sure traces that are neither labelled nor already waiting for a label
+    (asked on an earlier night)."""
+    picked = least_certain(verdicts.p_pass, verdicts.labelled | pending, judge.threshold, n)
     return [
         LabelRequest(
             trace_id=u.trace_id,

@@ -139,7 +139,8 @@ async def judge_night_traces(
 async def request_labels(run_id: str, verdicts: feedback.NightVerdicts, judge: JudgeInUse) -> int:
     rt = runtime()
     n = rt.settings.judge.active_learning_per_night
-    return rt.traces.request_labels(feedback.label_requests(verdicts, judge, n))
+    pending = rt.traces.pending_label_requests()
+    return rt.traces.request_labels(feedback.label_requests(verdicts, judge, n, pending))
 
 
 @_stage("write-judge-scores")

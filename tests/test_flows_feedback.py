@@ -44,6 +44,11 @@ def test_label_requests_are_the_least_sure_unlabelled_traces():
     assert unlabelled_count(verdicts()) == 3
 
 
+def test_traces_waiting_for_a_label_are_not_asked_again():
+    asked = label_requests(verdicts(), JUDGE, 2, pending={"a"})  # asked on an earlier night
+    assert [r.trace_id for r in asked] == ["c", "e"]
+
+
 def test_scores_carry_the_verdict_the_version_and_a_stable_id():
     scores = judge_scores(verdicts(), JUDGE, "n1", "flywheel_judge")
     by_trace = {s.trace_id: s for s in scores}

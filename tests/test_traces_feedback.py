@@ -46,6 +46,7 @@ def test_outbox_appends_label_requests_and_scores_in_langfuse_shape(tmp_path):
 
     asked = lines(outbox / "label_requests.jsonl")
     assert [a["objectId"] for a in asked] == ["t1", "t2", "t3"]
+    assert source.pending_label_requests() == {"t1", "t2", "t3"}  # the next night skips them
     assert asked[0] | {"createdAt": None} == {
         "objectId": "t1",
         "objectType": "TRACE",
@@ -107,3 +108,14 @@ def test_bad_label_requests_name_the_field():
         LabelRequest("", "why", 0.1, "v1")
     with pytest.raises(RecordError, match="margin"):
         LabelRequest("t1", "why", float("nan"), "v1")
+
+
+def test_an_unreadable_outbox_line_costs_only_itself(tmp_path, caplog):
+    source = make_trace_source(TraceSettings(jsonl_dir=str(tmp_path)), tmp_path / "state")
+    assert source.pending_label_requests() == set()  # nothing asked yet
+    source.request_labels([request("t1")])
+    path = tmp_path / "state" / "outbox" / "label_requests.jsonl"
+    path.write_text(path.read_text() + '{"objectType": "TRACE"}\nnot json\n')
+    source.request_labels([request("t2")])
+    assert source.pending_label_requests() == {"t1", "t2"}
+    assert "label_requests.jsonl:2: field objectId" in caplog.text

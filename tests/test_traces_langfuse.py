@@ -9,7 +9,12 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from langfuse.api.annotation_queues import AnnotationQueueObjectType, PaginatedAnnotationQueues
+from langfuse.api.annotation_queues import (
+    AnnotationQueueObjectType,
+    AnnotationQueueStatus,
+    PaginatedAnnotationQueueItems,
+    PaginatedAnnotationQueues,
+)
 from langfuse.api.core.api_error import ApiError
 from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
@@ -209,6 +214,31 @@ class FakeQueues:
     def create_queue_item(self, queue_id, *, object_id, object_type, status=None):
         self.items.append((queue_id, object_id, object_type))
 
+    def list_queue_items(self, queue_id, *, status=None, page=None, limit=None):
+        """Two pages of the items created so far, as Langfuse lists them (all pending)."""
+        assert status == AnnotationQueueStatus.PENDING
+        rows = [
+            {
+                "id": f"i{n}",
+                "queueId": queue,
+                "objectId": obj,
+                "objectType": kind.value,
+                "status": "PENDING",
+                "createdAt": "2026-11-30T03:00:00Z",
+                "updatedAt": "2026-11-30T03:00:00Z",
+            }
+            for n, (queue, obj, kind) in enumerate(self.items)
+            if queue == queue_id
+        ]
+        half = (len(rows) + 1) // 2
+        return parse_obj_as(
+            PaginatedAnnotationQueueItems,
+            {
+                "data": rows[:half] if page == 1 else rows[half:],
+                "meta": {"page": page, "limit": 100, "totalItems": len(rows), "totalPages": 2},
+            },
+        )
+
 
 class FakeScoreWriter:
     """`api.scores.create`: records each batch, answers 202 or the 207 it is given."""
@@ -255,6 +285,13 @@ def test_label_requests_become_trace_items_of_the_named_queue():
         ("q2", "t3", AnnotationQueueObjectType.TRACE),
     ]
     assert queues.listed == [1, 2]  # the queue is looked up once, through every page
+    # the next night reads the pending items back, through both pages, and skips them
+    queues.items.append(("q2", "obs-9", AnnotationQueueObjectType.OBSERVATION))
+    assert source.pending_label_requests() == {"t1", "t2", "t3"}
+    assert (
+        LangfuseTraceSource(TraceSettings(), api=feedback_api(queues)).pending_label_requests()
+        == set()
+    )
 
 
 def test_a_queue_id_works_too_and_a_missing_queue_is_one_sentence():

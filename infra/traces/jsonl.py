@@ -40,6 +40,11 @@ class JsonlTraceSource:
     def write_scores(self, scores: list[JudgeScore]) -> int:
         return self._outbox().write_scores(scores)
 
+    def pending_label_requests(self) -> set[str]:
+        # the outbox cannot tell a done request from a pending one; a done one has a human
+        # label by then, which keeps it out of the selection anyway
+        return self.outbox.requested_traces() if self.outbox else set()
+
     def _outbox(self) -> Outbox:
         if self.outbox is None:
             raise TraceSourceError(

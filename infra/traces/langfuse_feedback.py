@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from langfuse.api.annotation_queues import AnnotationQueueObjectType
+from langfuse.api.annotation_queues import AnnotationQueueObjectType, AnnotationQueueStatus
 from langfuse.api.scores import CreateScoreBatchResults, CreateScoreRequest
 
 from infra.traces.feedback import JudgeScore, LabelRequest
@@ -49,6 +49,24 @@ def resolve_queue_id(api: LangfuseAPI, queue: str) -> str:
         f"{len(ids)} Langfuse annotation queues are named {queue!r}: set "
         "FLYWHEEL_TRACES__ANNOTATION_QUEUE to the id of the one to use."
     )
+
+
+def pending_traces(api: LangfuseAPI, queue_id: str) -> set[str]:
+    """The traces of the queue's pending items, through every page."""
+    traces: set[str] = set()
+    page = 1
+    while True:
+        listing = api.annotation_queues.list_queue_items(
+            queue_id, status=AnnotationQueueStatus.PENDING, page=page, limit=QUEUE_PAGE
+        )
+        traces |= {
+            item.object_id
+            for item in listing.data
+            if item.object_type == AnnotationQueueObjectType.TRACE
+        }
+        if page >= (listing.meta.total_pages or 0):
+            return traces
+        page += 1
 
 
 def create_queue_items(api: LangfuseAPI, queue_id: str, items: list[LabelRequest]) -> int:

@@ -60,9 +60,19 @@ class LangfuseTraceSource:
                 "FLYWHEEL_TRACES__ANNOTATION_QUEUE to its name or id."
             )
         with _api_errors("did not take the label requests"):
-            if self._queue_id is None:
-                self._queue_id = langfuse_feedback.resolve_queue_id(self._api, queue)
-            return langfuse_feedback.create_queue_items(self._api, self._queue_id, items)
+            return langfuse_feedback.create_queue_items(self._api, self._queue(queue), items)
+
+    def pending_label_requests(self) -> set[str]:
+        queue = self.settings.annotation_queue
+        if not queue:  # no queue, no requests: request_labels says how to set one
+            return set()
+        with _api_errors("did not list the annotation queue"):
+            return langfuse_feedback.pending_traces(self._api, self._queue(queue))
+
+    def _queue(self, queue: str) -> str:
+        if self._queue_id is None:
+            self._queue_id = langfuse_feedback.resolve_queue_id(self._api, queue)
+        return self._queue_id
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         if not scores:

@@ -8,6 +8,7 @@ for a person or an importer. Lines are only ever appended: earlier nights stay.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import score_to_langfuse
 from infra.traces.source import TraceSourceError
+
+log = logging.getLogger(__name__)
 
 LABEL_REQUESTS = "label_requests.jsonl"
 SCORES = "scores.jsonl"
@@ -31,6 +34,20 @@ class Outbox:
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         return self._append(SCORES, (score_to_langfuse(s) for s in scores))
+
+    def requested_traces(self) -> set[str]:
+        """Every trace a label was ever asked for here; an unreadable line is skipped, not
+        fatal (at worst a trace is asked about twice)."""
+        path = self.directory / LABEL_REQUESTS
+        if not path.is_file():
+            return set()
+        asked = set()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                asked.add(str(json.loads(line)["objectId"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                log.warning("%s:%d: field objectId unreadable (%s); line skipped", path, number, e)
+        return asked
 
     def _append(self, name: str, records: Iterable[dict[str, Any]]) -> int:
         lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]

@@ -51,6 +51,10 @@ class TraceSource(Protocol):
         """Ask humans to label these traces; returns how many requests were sent."""
         ...
 
+    def pending_label_requests(self) -> set[str]:
+        """Trace ids already sent for labelling and not yet done: not to be asked again."""
+        ...
+
     def write_scores(self, scores: list[JudgeScore]) -> int:
         """Store judge verdicts as scores on their traces; returns how many were written."""
         ...
