@@ -364,4 +364,6 @@ def test_write_errors_are_one_sentence_without_the_keys(monkeypatch, caplog):
         with pytest.raises(TraceSourceError, match=r"\(403\)") as err:
             call(items)
         assert "do-not-print" not in str(err.value)
+    with pytest.raises(TraceSourceError, match=r"did not list the annotation queue \(403\)"):
+        source.pending_label_requests()
     assert "do-not-print" not in caplog.text
