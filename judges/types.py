@@ -18,6 +18,9 @@ class JudgedItem:
     output_text: str
     human_pass: bool | None = None
     human_comment: str = ""
+    # The annotation on its own scale (bool, category name or number), for judges that
+    # are aligned on any scale; the boolean path keeps reading `human_pass`.
+    human_value: bool | str | float | None = None
 
 
 @dataclass(frozen=True)
