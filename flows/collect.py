@@ -7,10 +7,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from flows.annotation_scale import describe, night_scale, value_on
 from infra.agents import Agent
 from infra.traces import RecordError, SkippedRecord, TraceBatch
 from infra.types import Example
+from judges.scales import ScoreScale
 from judges.types import JudgedItem, render_inputs
 
 log = logging.getLogger(__name__)
@@ -30,10 +33,11 @@ class LabelWindow:
 @dataclass
 class Collected:
     examples: list[Example]  # one per production trace the agent could read
-    items: list[JudgedItem]  # traces with a human pass/fail annotation
+    items: list[JudgedItem]  # traces with a human annotation on the night's scale
     skipped: list[SkippedRecord] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)  # trace id -> the reply as logged
     window: LabelWindow = field(default_factory=lambda: LabelWindow(0, None, None, None, None))
+    scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
 
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
@@ -55,7 +59,11 @@ def collect(
     annotation_name: str,
     since: datetime | None = None,
     fetched_at: datetime | None = None,
+    config: dict[str, Any] | None = None,
+    ordinal: bool = False,
 ) -> Collected:
+    """Examples from the traces, and the annotations named `annotation_name` as judged
+    items on their scale (`config`: the source's score config, if it has one)."""
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
@@ -67,13 +75,19 @@ def collect(
             log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)
             continue
         outputs[trace.trace_id] = trace.output_text
+    named = [a for a in batch.annotations if a.name == annotation_name and a.trace_id in examples]
+    scale = night_scale(annotation_name, config, named, ordinal)
     items = []
     stamps = []
-    for ann in batch.annotations:
-        if ann.name != annotation_name or ann.trace_id not in examples:
-            continue
-        if ann.data_type != "BOOLEAN" and not isinstance(ann.value, float):
-            skipped.append(SkippedRecord("scores", 0, "value", f"score {ann.id} is not pass/fail"))
+    for ann in named:
+        value = value_on(scale, ann)
+        if value is None:
+            reason = (
+                f"score {ann.id}: {ann.value!r} ({ann.data_type}) is not on the "
+                f"{describe(scale)} scale of {annotation_name!r}"
+            )
+            skipped.append(SkippedRecord("scores", 0, "value", reason))
+            log.warning("skipped %s", reason)
             continue
         example = examples[ann.trace_id]
         items.append(
@@ -81,15 +95,16 @@ def collect(
                 id=ann.trace_id,
                 input_text=render_inputs(example.inputs),
                 output_text=outputs[ann.trace_id],
-                human_pass=float(ann.value) >= 0.5,
+                human_pass=value if scale.kind == "boolean" else None,
                 human_comment=ann.comment or "",
+                human_value=value,
             )
         )
         stamps.append(ann.timestamp)
     window = LabelWindow(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
     )
-    return Collected(list(examples.values()), items, skipped, outputs, window)
+    return Collected(list(examples.values()), items, skipped, outputs, window, scale)
 
 
 def load_heldout(path: Path) -> list[Example]:
@@ -111,9 +126,7 @@ def load_heldout(path: Path) -> list[Example]:
 
 
 def summarize(collected: Collected) -> dict[str, int]:
-    return {
-        "traces": len(collected.examples),
-        "annotations": len(collected.items),
-        "annotations_pass": sum(1 for i in collected.items if i.human_pass),
-        "skipped_records": len(collected.skipped),
-    }
+    out = {"traces": len(collected.examples), "annotations": len(collected.items)}
+    if collected.scale.kind == "boolean":
+        out["annotations_pass"] = sum(1 for i in collected.items if i.human_pass)
+    return out | {"skipped_records": len(collected.skipped)}

@@ -10,22 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from judges.scaled_align import primary_metric
+from judges.scales import ScoreScale
+
 
 @dataclass(frozen=True)
 class JudgeInUse:
     prompts: dict[str, str]
-    threshold: float
+    threshold: float  # the pass cut (see `flows.stages.JudgeStage.threshold`)
     versions: dict[str, int]  # registered prompt name -> version
-    heldout_kappa: float  # on tonight's held-out labels
-    min_kappa: float
+    heldout_score: float  # the primary agreement statistic on tonight's held-out labels
+    floor: float  # judge.min_kappa
     is_new: bool  # tonight's aligned judge, not one kept from an earlier night
+    scale: ScoreScale = ScoreScale("boolean")
 
     @property
     def label(self) -> str:
         """How reports and score metadata name it, e.g. "agent-judge-rubric v3"."""
-        return ", ".join(f"{name} v{version}" for name, version in sorted(self.versions.items()))
+        return version_label(self.versions)
+
+    @property
+    def primary(self) -> str:
+        return primary_metric(self.scale)
 
     @property
     def trusted(self) -> bool:
         """Whether it agrees with the humans enough to steer the agent."""
-        return self.heldout_kappa >= self.min_kappa
+        return self.heldout_score >= self.floor
+
+
+def version_label(versions: dict[str, int]) -> str:
+    return ", ".join(f"{name} v{version}" for name, version in sorted(versions.items()))

@@ -3,24 +3,29 @@
 one the gate last passed.
 
 Each version carries, as tags, what is needed to trust it and to reload it: held-out
-agreement, the calibrated threshold (a rubric without its threshold is not the same
-judge), the annotation window it learned from, and the gate's outcome.
+agreement, the calibrated threshold and the score scale it answers on (a rubric without
+them is not the same judge), the annotation window it learned from, and the gate's
+outcome.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from flows.collect import LabelWindow
 from flows.stages import JudgeStage
-from infra.registry.mlflow_registry import Registry, RegistryError
+from infra.registry.mlflow_registry import RegisteredPrompt, Registry, RegistryError
 from judges.gate import GateDecision
+from judges.scales import ScoreScale
 
 JUDGE_PRODUCTION = "judge-production"
 TAG = "flywheel.judge."
 THRESHOLD_TAG = TAG + "threshold"
+SCALE_TAG = TAG + "scale"  # the ScoreScale as JSON; a version without it is pass/fail
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class StoredJudge:
     prompts: dict[str, str]  # component -> text
     threshold: float
     versions: dict[str, int]  # registered prompt name -> version
+    scale: ScoreScale = ScoreScale("boolean")
 
 
 def judge_prompt_name(registry: Registry, component: str) -> str:
@@ -41,6 +47,7 @@ def judge_tags(
     tags = {
         "flywheel.run_id": run_id,
         THRESHOLD_TAG: repr(judge.threshold),  # repr: reloads as exactly the same float
+        SCALE_TAG: scale_json(judge.scale),
         TAG + "gate": "passed" if decision.passed else "failed",
         TAG + "gate_reason": decision.reason,
         TAG + "window.labels": str(window.labels),
@@ -95,7 +102,34 @@ def production_judge(registry: Registry, components: list[str]) -> StoredJudge |
         prompts={c: v.template for c, v in found.items()},
         threshold=threshold,
         versions={v.name: v.version for v in found.values()},
+        scale=_stored_scale(first),
     )
+
+
+def scale_json(scale: ScoreScale) -> str:
+    return json.dumps(dataclasses.asdict(scale), sort_keys=True)
+
+
+def scale_from_json(text: str) -> ScoreScale:
+    fields = json.loads(text)
+    fields["categories"] = tuple(fields.get("categories", ()))  # JSON gives lists back
+    if fields.get("values") is not None:
+        fields["values"] = tuple(fields["values"])
+    return ScoreScale(**fields)
+
+
+def _stored_scale(version: RegisteredPrompt) -> ScoreScale:
+    raw = version.tags.get(SCALE_TAG)
+    if raw is None:  # registered before judges followed the annotation's scale
+        return ScoreScale("boolean")
+    try:
+        return scale_from_json(raw)
+    except (ValueError, TypeError) as err:  # bad JSON, unknown field, or an invalid scale
+        raise RegistryError(
+            f"Prompt {version.name} v{version.version} (alias {JUDGE_PRODUCTION}) has an "
+            f"invalid tag {SCALE_TAG} ({err}): point the alias at a version flywheel "
+            "registered, or delete the alias to start over."
+        ) from err
 
 
 def _stamp(moment: datetime | None) -> str:

@@ -30,6 +30,7 @@ from flows.registration import (
 from flows.report import NightReport, render_markdown
 from flows.runtime import runtime
 from flows.stage_clock import StageClock
+from judges.scaled_metric import check_ranked
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,13 @@ async def collect_traces(run_id: str) -> Collected:
     cfg = rt.settings.traces
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
-    return collect(batch, rt.agent, cfg.annotation_name, since, fetched_at)
+    config = rt.traces.score_config(cfg.annotation_name)
+    ordinal = rt.settings.judge.ordinal_categories
+    collected = collect(batch, rt.agent, cfg.annotation_name, since, fetched_at, config, ordinal)
+    # Before any stage spends budget, and in this stage so that a resumed night reads a
+    # fixed score config again: a scale with no better or worse cannot steer the agent.
+    check_ranked(collected.scale)
+    return collected
 
 
 @_stage("align-judge")
@@ -65,7 +72,7 @@ async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
     return await _optimizing(
         "judge alignment",
         rt.settings.judge.max_metric_calls,
-        lambda on_event: stages.align_judge_stage(rt, collected.items, on_event),
+        lambda on_event: stages.align_judge_stage(rt, collected.items, collected.scale, on_event),
     )
 
 

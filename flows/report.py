@@ -8,12 +8,16 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from flows.annotation_scale import describe
 from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
 
 if TYPE_CHECKING:
     from flows.feedback import Feedback
     from flows.judge_gate import JudgeGate
     from flows.registration import Registered
+
+# The primary agreement statistics (`judges.scaled_align.primary_metric`), for people.
+STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
 
 
 @dataclass
@@ -43,11 +47,12 @@ class NightReport:
             ("judge_aligned", self.judge.heldout),
         ):
             out |= {f"{prefix}_{k}": v for k, v in report.items()}
+        primary = self.judge.primary
         out |= {
             "judge_metric_calls": self.judge.metric_calls,
             "judge_threshold": self.judge.threshold,
-            "judge_val_kappa_best": self.judge.val_kappa,
-            "judge_val_kappa_seed": self.judge.seed_val_kappa,
+            f"judge_val_{primary}_best": self.judge.val_score,
+            f"judge_val_{primary}_seed": self.judge.seed_val_score,
             "judge_kept_seed": float(self.judge.kept_seed),
             "judge_trusted": float(self.judge_trusted),
             "agent_metric_calls": self.prompt.metric_calls,
@@ -64,10 +69,12 @@ class NightReport:
         }
         if self.gate:
             out["judge_gate_passed"] = float(self.gate.decision.passed)
-            out["judge_used_kappa"] = self.gate.judge.heldout_kappa
+            out[f"judge_used_{self.gate.judge.primary}"] = self.gate.judge.heldout_score
             out["judge_used_threshold"] = self.gate.judge.threshold
             if self.gate.previous:
-                out["judge_previous_kappa"] = self.gate.previous.heldout_kappa
+                out[f"judge_previous_{self.gate.previous.primary}"] = (
+                    self.gate.previous.heldout_score
+                )
         if self.feedback:
             out |= self.feedback.metrics()
         if self.lora.val_with is not None:
@@ -89,9 +96,9 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     j = report.judge
     rows = [
         (
-            "judge κ (held-out)",
-            _fmt(j.seed_heldout.get("kappa")),
-            _fmt(j.heldout.get("kappa")),
+            f"judge {STATISTICS[j.primary]} (held-out)",
+            _fmt(j.seed_heldout.get(j.primary)),
+            _fmt(j.heldout.get(j.primary)),
             f"{j.metric_calls} metric calls, {j.sizes['heldout']} held-out labels",
         ),
         (
@@ -129,10 +136,15 @@ def judge_lines(report: NightReport) -> list[str]:
         g = report.gate
         verdict = "passed" if g.decision.passed else "failed"
         out.append(f"Judge gate {verdict}: {g.decision.reason}.")
+        used = g.judge
+        cut = (
+            f"threshold {used.threshold:.3f}"
+            if used.scale.kind == "boolean"
+            else f"{describe(used.scale)} scale"
+        )
         out.append(
-            f"Judge version: registered {g.registered_label}; the night ran on "
-            f"{g.judge.label} (held-out κ {g.judge.heldout_kappa:.3f}, threshold "
-            f"{g.judge.threshold:.3f})."
+            f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
+            f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {cut})."
         )
     if report.feedback:
         out += report.feedback.lines()
@@ -142,17 +154,18 @@ def judge_lines(report: NightReport) -> list[str]:
 def notes(report: NightReport) -> list[str]:
     out = []
     j = report.judge
+    statistic = STATISTICS[j.primary]
     if not report.judge_trusted:
-        kappa = report.gate.judge.heldout_kappa if report.gate else j.heldout.get("kappa", 0.0)
+        score = report.gate.judge.heldout_score if report.gate else j.heldout_score
         out.append(
-            f"Judge not trusted: held-out κ {kappa:.3f} < {j.min_kappa}. The agent was "
+            f"Judge not trusted: held-out {statistic} {score:.3f} < {j.floor}. The agent was "
             "optimized against it anyway, and this version is registered with "
             "flywheel.judge_trusted=false: do not promote it."
         )
     if j.kept_seed:
         out.append(
-            f"Judge: kept the seed rubric; GEPA's best had validation κ {j.val_kappa:.3f} "
-            f"vs the seed's {j.seed_val_kappa:.3f}."
+            f"Judge: kept the seed rubric; GEPA's best had validation {statistic} "
+            f"{j.val_score:.3f} vs the seed's {j.seed_val_score:.3f}."
         )
     if report.lora.note:
         out.append(f"LoRA round: {report.lora.note}")

@@ -26,6 +26,10 @@ from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, judge_rollouts
 from judges.align import align_judge
 from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
+from judges.scaled import ScaledJudge
+from judges.scaled_align import align_scaled_judge, primary_metric
+from judges.scaled_metric import PASS_CUT, ScaledMetric
+from judges.scales import ScoreScale
 from judges.splits import stratified_split
 from judges.types import JudgedItem
 from weights.adapters import adapter_files_ok
@@ -38,24 +42,34 @@ OnEvent = Callable[[Any], None] | None
 @dataclass
 class JudgeStage:
     prompts: dict[str, str]
-    threshold: float
-    heldout: dict[str, float]
+    threshold: float  # the pass cut: calibrated on P(pass) for pass/fail, else PASS_CUT
+    heldout: dict[str, float]  # agreement on held-out labels, keys by the scale
     seed_prompts: dict[str, str]
     seed_threshold: float
     seed_heldout: dict[str, float]
-    val_kappa: float  # GEPA's best rubric on validation labels
-    seed_val_kappa: float
+    val_score: float  # the primary statistic of GEPA's best rubric on validation labels
+    seed_val_score: float
     kept_seed: bool  # GEPA's best did not agree better on validation labels
     metric_calls: int
     sizes: dict[str, int]
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
-    min_kappa: float = 0.2
+    floor: float = 0.2  # judge.min_kappa, on the primary statistic
+    scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
+
+    @property
+    def primary(self) -> str:
+        """The agreement statistic that chose and gates this judge, e.g. "kappa"."""
+        return primary_metric(self.scale)
+
+    @property
+    def heldout_score(self) -> float:
+        return self.heldout.get(self.primary, 0.0)
 
     @property
     def trusted(self) -> bool:
-        """Whether this judge clears the kappa floor (the gate also compares it with the
-        judge in use; `flows.judge_gate`)."""
-        return self.heldout.get("kappa", 0.0) >= self.min_kappa
+        """Whether this judge clears the floor (the gate also compares it with the judge
+        in use; `flows.judge_gate`)."""
+        return self.heldout_score >= self.floor
 
 
 @dataclass
@@ -115,41 +129,51 @@ def judge_splits(
 
 
 async def align_judge_stage(
-    rt: Runtime, items: list[JudgedItem], on_event: OnEvent = None
+    rt: Runtime, items: list[JudgedItem], scale: ScoreScale, on_event: OnEvent = None
 ) -> JudgeStage:
+    """Pass/fail: a calibrated threshold on P(pass) (`judges.align`); any other scale:
+    the judge answers on it (`judges.scaled_align`)."""
     cfg, seed = rt.settings.judge, rt.settings.agent_opt.seed
     train, val, heldout = judge_splits(rt, items)
     config = gepa_config(cfg, seed, skip_perfect_score=False)
-    aligned = await align_judge(
-        rt.lm,
-        dict(SEED_JUDGE_PROMPTS),
-        train,
-        val,
-        heldout,
-        config,
-        reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed),
-        on_event,
-    )
+    reflect = reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)
+    seed_prompts = dict(SEED_JUDGE_PROMPTS)
+    if scale.kind == "boolean":
+        aligned = await align_judge(
+            rt.lm, seed_prompts, train, val, heldout, config, reflect, on_event
+        )
+        thresholds = aligned.threshold, aligned.seed_threshold
+        val_scores = aligned.val_kappa, aligned.seed_val_kappa
+    else:
+        aligned = await align_scaled_judge(
+            rt.lm, seed_prompts, scale, train, val, heldout, config, reflect, on_event
+        )
+        thresholds = PASS_CUT, PASS_CUT
+        val_scores = aligned.val_score, aligned.seed_val_score
     return JudgeStage(
         prompts=aligned.prompts,
-        threshold=aligned.threshold,
+        threshold=thresholds[0],
         heldout=aligned.heldout,
-        seed_prompts=dict(SEED_JUDGE_PROMPTS),
-        seed_threshold=aligned.seed_threshold,
+        seed_prompts=seed_prompts,
+        seed_threshold=thresholds[1],
         seed_heldout=aligned.seed_heldout,
-        val_kappa=aligned.val_kappa,
-        seed_val_kappa=aligned.seed_val_kappa,
+        val_score=val_scores[0],
+        seed_val_score=val_scores[1],
         kept_seed=aligned.kept_seed,
         metric_calls=aligned.metric_calls,
-        min_kappa=cfg.min_kappa,
+        floor=cfg.min_kappa,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
+        scale=scale,
     )
 
 
-def judge_of(rt: Runtime, judge: JudgeInUse) -> PointwiseJudge:
-    return PointwiseJudge(
-        rt.lm, judge.prompts, judge.threshold, rt.settings.judge.rationale_max_tokens
-    )
+def judge_of(rt: Runtime, judge: JudgeInUse) -> PointwiseJudge | ScaledMetric:
+    """The judge as the agent's metric: P(pass) for pass/fail, else its verdict placed in
+    [0, 1] on the scale's order."""
+    max_tokens = rt.settings.judge.rationale_max_tokens
+    if judge.scale.kind == "boolean":
+        return PointwiseJudge(rt.lm, judge.prompts, judge.threshold, max_tokens)
+    return ScaledMetric(ScaledJudge(rt.lm, judge.prompts, judge.scale), max_tokens)
 
 
 def split_examples(rt: Runtime, examples: list[Example]) -> tuple[list[Example], list[Example]]:
@@ -202,13 +226,13 @@ async def evaluate_agent(
 ) -> Evaluation:
     """Held-out evaluation: true-label accuracy where known, and the judge's pass rate."""
     rollouts = await judged_rollouts(rt, prompts, examples, judge, adapter)
-    pointwise = judge_of(rt, judge)
+    metric = judge_of(rt, judge)
     true = [rt.agent.reference_score(r.example, r.output) for r in rollouts]
     known = [t for t in true if t is not None]
     return Evaluation(
         n=len(rollouts),
         accuracy=fmean(known) if known else None,
-        judge_pass_rate=fmean(pointwise.passes(r.score) for r in rollouts) if rollouts else 0.0,
+        judge_pass_rate=fmean(metric.passes(r.score) for r in rollouts) if rollouts else 0.0,
     )
 
 

@@ -77,12 +77,20 @@ class JudgeSettings(GEPASettings):
     max_metric_calls: int = 200
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
     rationale_max_tokens: int = 48
-    # The gate: a new judge needs held-out kappa >= this, and >= the in-use judge's on the
-    # same held-out labels, to become judge-production. A night whose judge is below it
-    # still runs, but what it registers is marked untrusted and must not be promoted.
+    # The gate: a new judge needs its held-out primary agreement statistic >= this, and >=
+    # the in-use judge's on the same held-out labels, to become judge-production. The
+    # statistic follows the annotation's scale: Cohen's kappa for pass/fail and unranked
+    # categories, quadratic weighted kappa for ranked categories and integer ranges,
+    # Spearman's rho for any other number. A night whose judge is below it still runs,
+    # but what it registers is marked untrusted and must not be promoted.
     min_kappa: float = 0.2
+    # Whether a CATEGORICAL annotation's categories, in their score config's order, run
+    # from worst to best (Langfuse does not say): then agreement counts near misses
+    # (weighted kappa), and categories without values can still rank the agent's replies.
+    ordinal_categories: bool = False
     # Active learning: traces per night sent for human labels, those where the judge is
-    # least sure (probability nearest its threshold); 0 = none.
+    # least sure (pass/fail: probability nearest its threshold; other scales: the
+    # smallest gap between its two likeliest answers); 0 = none.
     active_learning_per_night: NonNegativeInt = 5
     # Write the judge's verdict on each of the night's traces back as a score.
     write_scores: bool = True

@@ -2,7 +2,8 @@
 
 For a probability judge the least sure verdicts are the ones nearest its calibrated
 threshold: a label there moves the threshold and the rubric most, while a label on a
-verdict far from it mostly confirms what the judge already gets right.
+verdict far from it mostly confirms what the judge already gets right. A judge on
+another scale says how sure it is with a margin of its own (`ScaledVerdict.margin`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,27 @@ class Uncertain:
 def least_certain(
     p_pass: Mapping[str, float], labelled: Collection[str], threshold: float, n: int
 ) -> list[Uncertain]:
-    """The `n` unlabelled traces with the smallest margin, least sure first (ties by id, so
-    a night replays); a trace in `labelled` is never picked."""
-    if n < 0:
-        raise ValueError(f"the number of traces to pick must be >= 0, got {n}")
+    """The `n` unlabelled traces whose probability is nearest `threshold`, least sure
+    first; a trace in `labelled` is never picked."""
     for trace_id, p in p_pass.items():
         if not (isinstance(p, int | float) and math.isfinite(p) and 0.0 <= p <= 1.0):
             raise ValueError(f"trace {trace_id}: p_pass must be a probability, got {p!r}")
+    margins = {trace_id: abs(p - threshold) for trace_id, p in p_pass.items()}
+    return [Uncertain(t, p_pass[t], margin) for t, margin in least_sure(margins, labelled, n)]
+
+
+def least_sure(
+    margins: Mapping[str, float], labelled: Collection[str], n: int
+) -> list[tuple[str, float]]:
+    """(trace id, margin) of the `n` unlabelled traces with the smallest margin, least
+    sure first (ties by id, so a night replays); a trace in `labelled` is never picked."""
+    if n < 0:
+        raise ValueError(f"the number of traces to pick must be >= 0, got {n}")
+    for trace_id, margin in margins.items():
+        if not (isinstance(margin, int | float) and math.isfinite(margin) and margin >= 0):
+            raise ValueError(f"trace {trace_id}: a margin is a number >= 0, got {margin!r}")
     labelled = set(labelled)
-    candidates = [
-        Uncertain(trace_id, p, abs(p - threshold))
-        for trace_id, p in p_pass.items()
-        if trace_id not in labelled
-    ]
-    candidates.sort(key=lambda u: (u.margin, u.trace_id))
-    return candidates[:n]
+    candidates = sorted(
+        (margin, trace_id) for trace_id, margin in margins.items() if trace_id not in labelled
+    )
+    return [(trace_id, margin) for margin, trace_id in candidates[:n]]

@@ -1,6 +1,7 @@
 """The aligned judge as the metric of an agent's prompts.
 
-The score per example is the judge's probability that the reply passes: it keeps the
+The score per example is the judge's probability that the reply passes (or, for a judge
+on another scale, its verdict placed in [0, 1]: `judges.scaled_metric`): it keeps the
 ranking a small judge can give, where a thresholded verdict would throw it away. The
 judge's rationale (generated only for the reflective minibatch) is the feedback.
 """
@@ -8,22 +9,32 @@ judge's rationale (generated only for the reflective minibatch) is the feedback.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from gepa_opt import Adapter, EvaluationBatch
 from infra.agents import Agent
 from infra.lm import LM
 from infra.types import Example, Rollout
-from judges.pointwise import PointwiseJudge
 from judges.types import JudgedItem, render_inputs
+
+
+class RolloutJudge(Protocol):
+    """What scores a rollout: `PointwiseJudge` or `ScaledMetric`."""
+
+    async def p_pass_many(self, items: list[JudgedItem]) -> list[float]: ...
+
+    async def rationale(self, item: JudgedItem) -> str: ...
+
+    def passes(self, score: float) -> bool: ...
 
 
 def judged_item(rollout: Rollout) -> JudgedItem:
     return JudgedItem(rollout.example.id, render_inputs(rollout.example.inputs), rollout.output)
 
 
-async def judge_rollouts(judge: PointwiseJudge, rollouts: list[Rollout]) -> list[Rollout]:
-    """Fill each rollout's score with the judge's probability of a pass."""
+async def judge_rollouts(judge: RolloutJudge, rollouts: list[Rollout]) -> list[Rollout]:
+    """Fill each rollout's score with the judge's: its probability of a pass, or its
+    verdict placed in [0, 1]."""
     probs = await judge.p_pass_many([judged_item(r) for r in rollouts])
     for rollout, p in zip(rollouts, probs, strict=True):
         rollout.score = p
@@ -31,7 +42,7 @@ async def judge_rollouts(judge: PointwiseJudge, rollouts: list[Rollout]) -> list
 
 
 class AgentJudgeAdapter(Adapter):
-    def __init__(self, agent: Agent, lm: LM, judge: PointwiseJudge, **run_params: Any):
+    def __init__(self, agent: Agent, lm: LM, judge: RolloutJudge, **run_params: Any):
         self.agent = agent
         self.lm = lm
         self.judge = judge

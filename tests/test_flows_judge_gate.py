@@ -1,15 +1,25 @@
 """The judge gate over three nights, on a real sqlite MLflow and a scripted judge model."""
 
+import math
 from datetime import UTC, datetime
 
 import pytest
 
 from flows.collect import Collected, LabelWindow
 from flows.judge_gate import gate_judge_stage
-from flows.judge_versions import JUDGE_PRODUCTION, THRESHOLD_TAG, production_judge
+from flows.judge_versions import (
+    JUDGE_PRODUCTION,
+    SCALE_TAG,
+    THRESHOLD_TAG,
+    production_judge,
+    scale_from_json,
+    scale_json,
+)
 from flows.runtime import Runtime
 from flows.stages import JudgeStage, judge_splits
 from infra.settings import Settings
+from judges.scaled_align import primary_metric
+from judges.scales import ScoreScale
 from judges.types import JudgedItem
 from tests.fakes import ScriptedLM
 
@@ -23,6 +33,9 @@ WINDOW = LabelWindow(
     since=None,
     fetched_at=datetime(2026, 11, 30, 2, tzinfo=UTC),
 )
+
+BOOLEAN = ScoreScale("boolean")
+STARS = ScoreScale("numeric", minimum=1, maximum=5, name="stars")
 
 
 class JudgeModel(ScriptedLM):
@@ -40,6 +53,15 @@ class JudgeModel(ScriptedLM):
             return 0.5
         return 0.9 if "[good]" in question else 0.1
 
+    async def choice_logprobs(self, messages, choices, adapter=None):
+        """On a 1-5 score, "sharp" reads the stars the reply was given; any other says 3."""
+        if choices == ["Yes", "No"]:
+            return await super().choice_logprobs(messages, choices, adapter)
+        rubric, question = messages[0]["content"], messages[1]["content"]
+        self.judged.append(question.split("Reply:\n")[1].split("\n")[0])
+        stars = question.split("[stars ")[1][0] if "sharp" in rubric else "3"
+        return [0.0 if choice == stars else math.log(1e-6) for choice in choices]
+
 
 @pytest.fixture(scope="module")
 def rt(tmp_path_factory) -> Runtime:
@@ -56,20 +78,36 @@ def collected() -> Collected:
     return Collected(examples=[], items=items, window=WINDOW)
 
 
-def aligned(component: str, rubric: str, kappa: float, threshold: float) -> JudgeStage:
+def graded() -> Collected:
+    """Twenty replies given 1 to 5 stars by the humans."""
+    items = [
+        JudgedItem(
+            f"g{i}", f"request {i}", f"reply {i} [stars {1 + i % 5}]", human_value=1.0 + i % 5
+        )
+        for i in range(20)
+    ]
+    return Collected(examples=[], items=items, window=WINDOW, scale=STARS)
+
+
+def aligned(
+    component: str, rubric: str, kappa: float, threshold: float, scale: ScoreScale = BOOLEAN
+) -> JudgeStage:
+    """Tonight's aligned judge, with `kappa` as its primary statistic on held-out labels."""
+    key = primary_metric(scale)
     return JudgeStage(
         prompts={component: rubric},
         threshold=threshold,
-        heldout={"kappa": kappa, "kappa_low": kappa - 0.2, "kappa_high": kappa + 0.1, "n": 8.0},
+        heldout={key: kappa, f"{key}_low": kappa - 0.2, f"{key}_high": kappa + 0.1, "n": 8.0},
         seed_prompts={component: "seed"},
         seed_threshold=0.5,
-        seed_heldout={"kappa": 0.0},
-        val_kappa=kappa,
-        seed_val_kappa=0.0,
+        seed_heldout={key: 0.0},
+        val_score=kappa,
+        seed_val_score=0.0,
         kept_seed=False,
         metric_calls=10,
         sizes={"train": 7, "val": 5, "heldout": 8},
-        min_kappa=0.2,
+        floor=0.2,
+        scale=scale,
     )
 
 
@@ -100,7 +138,7 @@ async def test_three_nights_pass_keep_and_replace(rt):
     heldout = {item.output_text for item in judge_splits(rt, night.items)[2]}
     assert set(rt.lm.judged) == heldout  # the same held-out items, and only those
     assert not second.decision.passed and second.decision.keeps_in_use
-    assert second.previous.heldout_kappa == 1.0 and second.previous.threshold == 0.4321
+    assert second.previous.heldout_score == 1.0 and second.previous.threshold == 0.4321
     assert second.judge == second.previous and not second.judge.is_new
     assert second.judge.prompts == {"rubric": "sharp v1"} and second.judge.versions == {name: 1}
     assert second.decision.reason == (
@@ -130,3 +168,67 @@ def test_a_production_judge_without_its_threshold_is_refused(rt):
     with pytest.raises(RegistryError, match=rf"{name} v1 .*{THRESHOLD_TAG}"):
         production_judge(rt.registry, ["handmade"])
     assert production_judge(rt.registry, ["never-registered"]) is None
+
+
+async def test_a_graded_night_gates_on_weighted_kappa(rt, monkeypatch):
+    monkeypatch.setattr(rt.settings.registry, "prompt_name", "graded")  # judges read "rubric"
+    name = rt.registry.prompt_name("judge-rubric")
+    night = graded()
+    first = await gate_judge_stage(rt, "n1", aligned("rubric", "sharp v1", 0.8, 0.5, STARS), night)
+    assert first.decision.passed and first.judge.scale == STARS
+    assert first.decision.reason.startswith("new judge weighted_kappa 0.80 >= floor 0.20")
+    assert rt.registry.client.get_prompt_version(name, 1).tags[SCALE_TAG] == scale_json(STARS)
+
+    # The judge in use is re-measured on tonight's held-out stars, on the same statistic.
+    rt.lm.judged.clear()
+    second = await gate_judge_stage(rt, "n2", aligned("rubric", "vague", 0.3, 0.5, STARS), night)
+    assert set(rt.lm.judged) == {i.output_text for i in judge_splits(rt, night.items)[2]}
+    assert second.decision.keeps_in_use and second.judge == second.previous
+    assert second.previous.heldout_score == 1.0 and second.previous.scale == STARS
+    assert second.decision.reason == (
+        f"new judge weighted_kappa 0.30 < {name} v1's 1.00 on tonight's held-out labels; "
+        f"kept {name} v1"
+    )
+
+
+async def test_a_judge_in_use_on_another_scale_is_not_compared(rt, monkeypatch):
+    monkeypatch.setattr(rt.settings.registry, "prompt_name", "switched")
+    name = rt.registry.prompt_name("judge-rubric")
+    await gate_judge_stage(rt, "n1", aligned("rubric", "sharp v1", 0.9, 0.5, STARS), graded())
+    rt.lm.judged.clear()
+    # Tonight the humans annotate pass/fail: a weaker judge than the stars one still passes.
+    night = await gate_judge_stage(rt, "n2", aligned("rubric", "sharp v2", 0.4, 0.5), collected())
+    assert rt.lm.judged == []  # the stars judge was not re-measured
+    assert night.decision.passed and night.previous is None and night.judge.scale == BOOLEAN
+    assert night.decision.reason == (
+        "new judge kappa 0.40 >= floor 0.20, no judge in use yet; it becomes judge-production; "
+        f"{name} v1 at judge-production answers on a numeric 1 to 5 scale, not tonight's "
+        "boolean, so it was not compared"
+    )
+    assert production_judge(rt.registry, ["rubric"]).versions == {name: 2}
+
+
+def test_the_scale_round_trips_through_the_version_tags(rt):
+    tone = ScoreScale("categorical", ("rude", "ok", "kind"), (0, 1, 2), ordinal=True, name="tone")
+    for scale in (BOOLEAN, STARS, tone, ScoreScale("numeric", minimum=0.5)):
+        assert scale_from_json(scale_json(scale)) == scale
+    name = rt.registry.prompt_name("judge-toned")
+    version = rt.registry.register_prompt(
+        name, "r", tags={THRESHOLD_TAG: "0.5", SCALE_TAG: scale_json(tone)}
+    )
+    rt.registry.set_prompt_alias(name, JUDGE_PRODUCTION, version)
+    assert production_judge(rt.registry, ["toned"]).scale == tone
+    # A version registered before scales were recorded is pass/fail.
+    old = rt.registry.prompt_name("judge-old")
+    rt.registry.set_prompt_alias(
+        old, JUDGE_PRODUCTION, rt.registry.register_prompt(old, "r", tags={THRESHOLD_TAG: "0.4"})
+    )
+    assert production_judge(rt.registry, ["old"]).scale == BOOLEAN
+    broken = rt.registry.prompt_name("judge-broken")
+    rt.registry.set_prompt_alias(
+        broken,
+        JUDGE_PRODUCTION,
+        rt.registry.register_prompt(broken, "r", tags={THRESHOLD_TAG: "0.4", SCALE_TAG: "{"}),
+    )
+    with pytest.raises(RegistryError, match=rf"{broken} v1 .*invalid tag {SCALE_TAG}"):
+        production_judge(rt.registry, ["broken"])

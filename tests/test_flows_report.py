@@ -10,12 +10,12 @@ def report(heldout_kappa: float) -> NightReport:
         seed_prompts={"rubric": "r"},
         seed_threshold=0.4,
         seed_heldout={"kappa": 0.1, "accuracy": 0.6},
-        val_kappa=0.3,
-        seed_val_kappa=0.2,
+        val_score=0.3,
+        seed_val_score=0.2,
         kept_seed=False,
         metric_calls=50,
         sizes={"train": 10, "val": 5, "heldout": 8},
-        min_kappa=0.2,
+        floor=0.2,
     )
     prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
     lora = LoraStage(
@@ -63,7 +63,7 @@ def kept_judge_report() -> NightReport:
     night = report(0.05)
     kept = JudgeInUse({"rubric": "old"}, 0.45, {"agent-judge-rubric": 3}, 0.31, 0.2, False)
     night.gate = JudgeGate(
-        decision=gate_judge(0.05, 0.2, InUseJudge(kept.label, kept.heldout_kappa)),
+        decision=gate_judge(0.05, 0.2, InUseJudge(kept.label, kept.heldout_score)),
         registered={"agent-judge-rubric": 4},
         judge=kept,
         previous=kept,
@@ -90,3 +90,19 @@ def test_gate_version_labels_and_scores_are_reported():
     assert metrics["judge_trusted"] == 1.0 and metrics["judge_gate_passed"] == 0.0
     assert metrics["judge_used_kappa"] == 0.31 and metrics["judge_previous_kappa"] == 0.31
     assert metrics["labels_requested"] == 5.0 and metrics["scores_written"] == 20.0
+
+
+def test_a_graded_night_reports_its_own_statistic():
+    from judges.scales import ScoreScale
+
+    night = report(0.5)
+    night.judge.scale = ScoreScale("numeric", minimum=1, maximum=5)
+    night.judge.heldout = {"weighted_kappa": 0.1, "spearman": 0.4}
+    night.judge.kept_seed = True
+    metrics = night.metrics()
+    assert metrics["judge_val_weighted_kappa_best"] == 0.3 and metrics["judge_trusted"] == 0.0
+    assert "judge_val_kappa_best" not in metrics
+    text = render_markdown(night)
+    assert "| judge weighted κ (held-out) | — | 0.100 |" in text
+    assert "Judge not trusted: held-out weighted κ 0.100 < 0.2." in text
+    assert "GEPA's best had validation weighted κ 0.300 vs the seed's 0.200" in text

@@ -1,6 +1,8 @@
+import math
+
 import pytest
 
-from judges.active_learning import least_certain
+from judges.active_learning import least_certain, least_sure
 
 
 def test_picks_the_smallest_margins_and_never_a_labelled_trace():
@@ -31,3 +33,10 @@ def test_bad_input_names_the_trace():
         least_certain({"a": 0.5, "b": 1.5}, (), 0.5, 1)
     with pytest.raises(ValueError, match=">= 0"):
         least_certain({}, (), 0.5, -1)
+
+
+def test_least_sure_takes_any_margin_smallest_first():
+    margins = {"a": 0.4, "b": 0.05, "c": 0.0, "d": 0.05}
+    assert least_sure(margins, labelled={"c"}, n=2) == [("b", 0.05), ("d", 0.05)]
+    with pytest.raises(ValueError, match="trace x: a margin"):
+        least_sure({"x": math.nan}, (), 1)

@@ -96,3 +96,7 @@ def test_missing_scores_file_means_no_annotations(tmp_path):
 def test_missing_export_says_how_to_fix(tmp_path):
     with pytest.raises(TraceSourceError, match="FLYWHEEL_TRACES__JSONL_DIR"):
         JsonlTraceSource(tmp_path / "nowhere").fetch(since=None, limit=10)
+
+
+def test_an_export_has_no_score_configs(export):
+    assert JsonlTraceSource(export).score_config("correct") is None

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from langfuse.api import ScoreConfigs
 from langfuse.api.annotation_queues import (
     AnnotationQueueObjectType,
     AnnotationQueueStatus,
@@ -367,3 +368,88 @@ def test_write_errors_are_one_sentence_without_the_keys(monkeypatch, caplog):
     with pytest.raises(TraceSourceError, match=r"did not list the annotation queue \(403\)"):
         source.pending_label_requests()
     assert "do-not-print" not in caplog.text
+
+
+# The annotation's score config
+
+
+def config(name: str, archived: bool = False, created: str = "2026-11-01", **shape) -> dict:
+    return {
+        "id": f"c-{name}-{created}",
+        "name": name,
+        "projectId": "p",
+        "dataType": "NUMERIC",
+        "isArchived": archived,
+        "createdAt": f"{created}T00:00:00Z",
+        "updatedAt": f"{created}T00:00:00Z",
+        **shape,
+    }
+
+
+class FakeScoreConfigs:
+    """`api.score_configs.get`: numbered pages of configs, each request recorded."""
+
+    def __init__(self, pages: list[list[dict]]):
+        self.asked: list[tuple] = []
+        self._pages = [
+            parse_obj_as(
+                ScoreConfigs,
+                {
+                    "data": page,
+                    "meta": {
+                        "page": n + 1,
+                        "limit": 100,
+                        "totalItems": 0,
+                        "totalPages": len(pages),
+                    },
+                },
+            )
+            for n, page in enumerate(pages)
+        ]
+
+    def get(self, *, page=None, limit=None, request_options=None):
+        self.asked.append((page, limit))
+        return self._pages[page - 1]
+
+
+def test_the_score_config_is_found_by_name_through_every_page():
+    categories = [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]
+    configs = FakeScoreConfigs(
+        [
+            [config("speed", minValue=1, maxValue=5)],
+            [
+                config("quality", archived=True, created="2026-10-01", minValue=0, maxValue=9),
+                config("quality", dataType="CATEGORICAL", categories=categories),
+            ],
+        ]
+    )
+    source = LangfuseTraceSource(TraceSettings(), api=SimpleNamespace(score_configs=configs))
+    found = source.score_config("quality")  # the archived older one is passed over
+    assert found["dataType"] == "CATEGORICAL" and found["categories"] == [
+        {"label": "bad", "value": 0.0},
+        {"label": "good", "value": 1.0},
+    ]
+    assert configs.asked == [(1, 100), (2, 100)]
+    assert source.score_config("speed") == {
+        "id": "c-speed-2026-11-01",
+        "name": "speed",
+        "projectId": "p",
+        "dataType": "NUMERIC",
+        "isArchived": False,
+        "createdAt": "2026-11-01T00:00:00Z",
+        "updatedAt": "2026-11-01T00:00:00Z",
+        "minValue": 1.0,
+        "maxValue": 5.0,
+    }
+    assert source.score_config("missing") is None
+
+
+def test_score_config_errors_are_one_sentence():
+    class Refusing:
+        def get(self, **params):
+            raise ApiError(status_code=401, headers={"authorization": "sk-lf-secret"}, body="")
+
+    source = LangfuseTraceSource(TraceSettings(), api=SimpleNamespace(score_configs=Refusing()))
+    with pytest.raises(TraceSourceError, match=r"did not list the score configs \(401\)") as err:
+        source.score_config("quality")
+    assert "sk-lf-secret" not in str(err.value)

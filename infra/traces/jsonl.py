@@ -45,6 +45,9 @@ class JsonlTraceSource:
         # label by then, which keeps it out of the selection anyway
         return self.outbox.requested_traces() if self.outbox else set()
 
+    def score_config(self, name: str) -> None:
+        return None  # an export holds scores, not their configs
+
     def _outbox(self) -> Outbox:
         if self.outbox is None:
             raise TraceSourceError(

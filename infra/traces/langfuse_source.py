@@ -2,7 +2,8 @@
 
 Generations come from the observations v2 API (`api.observations.get_many`, cursor
 pages) and human annotations from the scores v3 API (`api.scores.get_many`, cursor
-pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. Label requests
+pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. The annotation's
+score config comes from `api.score_configs.get` (numbered pages). Label requests
 and judge scores go back through `infra.traces.langfuse_feedback`. The SDK's `api`
 object is the seam: tests hand in a fake with the same methods.
 """
@@ -36,6 +37,7 @@ OBSERVATION_FIELDS = "basic,io,metadata,prompt,trace_context"
 SCORE_FIELDS = "details,subject"  # comment + metadata, and which trace/observation
 OBSERVATION_PAGE = 100
 SCORE_PAGE = 100  # the scores v3 API's maximum
+CONFIG_PAGE = 100
 # The SDK reads these itself; flywheel only checks that they are there, never logs them.
 KEY_VARS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
 
@@ -79,6 +81,15 @@ class LangfuseTraceSource:
             return 0
         with _api_errors("did not take the judge scores"):
             return langfuse_feedback.create_scores(self._api, scores)
+
+    def score_config(self, name: str) -> dict[str, Any] | None:
+        with _api_errors("did not list the score configs"):
+            found = [c for c in _numbered_pages(self._api.score_configs.get) if c.name == name]
+        if not found:
+            return None
+        # Configs are immutable: a changed scale is a new config, the old one archived.
+        chosen = max(found, key=lambda c: (not c.is_archived, c.created_at))
+        return json.loads(chosen.json())  # the public API's shape: camelCase, plain values
 
     def _fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         batch = TraceBatch()
@@ -172,6 +183,17 @@ def _pages(call: Callable[..., Any], page_size: int, **params: Any) -> Iterator[
         cursor = page.meta.cursor
         if not cursor:
             return
+
+
+def _numbered_pages(call: Callable[..., Any]) -> Iterator[Any]:
+    """Every item of a page-numbered listing."""
+    page = 1
+    while True:
+        listing = call(page=page, limit=CONFIG_PAGE)
+        yield from listing.data
+        if page >= (listing.meta.total_pages or 0):
+            return
+        page += 1
 
 
 def _mapped(

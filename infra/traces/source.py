@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from infra.errors import UserFacingError
 from infra.traces.feedback import JudgeScore, LabelRequest
@@ -57,6 +57,12 @@ class TraceSource(Protocol):
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         """Store judge verdicts as scores on their traces; returns how many were written."""
+        ...
+
+    def score_config(self, name: str) -> dict[str, Any] | None:
+        """The score config named `name` in Langfuse's public API shape (dataType,
+        categories [{label, value}], minValue, maxValue), or None when the source has none:
+        then the scale is inferred from the annotations themselves."""
         ...
 
 
