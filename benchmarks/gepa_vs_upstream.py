@@ -32,17 +32,23 @@ Metric calls and reflection calls are counted in the shared harness, identically
 engines; overshoot is calls used past `--budget` (upstream checks its budget only between
 steps; gepa_opt starts a proposal only if its worst case, 2 minibatches + the valset, still
 fits, so a budget under seed valset + that worst case, e.g. 40 with a 30-example valset,
-runs no proposal at all). Best val is the library's best candidate
-on the valset; test is that candidate on the test split (raw LM, untimed).
+runs no proposal at all). best_val is the library's own val score of its best candidate,
+ref_val the referee's (below), test that candidate on the test split (raw LM, untimed).
 
 Time to quality: each engine records a timeline of (seconds since its `optimize` call,
-best val score so far), one point whenever a candidate enters its pool: for gepa_opt at
-each `FrontierChanged` event (`on_event`), for upstream at each `on_valset_evaluated`
-callback (the seed and every accepted candidate, fired right after its valset evaluation).
-The bar for a setting+seed is A's final best val; if A never beat the seed's score, the
-best val any engine reached (printed when so). An engine's time to quality is the first
-timeline point at or above the bar; per setting the ratios C/A, C/B (D/A, D/B) are of the
-mean time to quality over the seeds where both engines reached the bar.
+the candidate it would return if stopped then: its own best on val), one point whenever a
+candidate enters its pool: for gepa_opt at each `FrontierChanged` event (`on_event`), for
+upstream at each `on_valset_evaluated` callback (the seed and every accepted candidate,
+fired right after its valset evaluation). Those candidates are then scored by one referee
+pass on val (the raw LM, untimed, cached by the candidate's texts, shared by all engines:
+`ref_val`). An engine's own val scores cannot be compared across runs: the local engine's
+bf16 results depend on which requests share a batch (greedy tokens of the same request
+differ alone and in a batch), so the same candidate scored .200 in one run and .233 in
+another. The bar for a setting+seed is the referee score of A's final best candidate; if
+that is not above the seed's, the best referee score any engine's final candidate got
+(printed when so). An engine's time to quality is the first timeline point whose
+candidate's referee score reaches the bar; per setting the ratios C/A, C/B (D/A, D/B) are
+of the mean time to quality over the seeds where both engines reached the bar.
 
     .venv/bin/python benchmarks/gepa_vs_upstream.py [--budget 200] [--seeds 0 1 2]
         [--settings local latency] [--engines A B C D] [--workers 8] [--shape 2x2]
@@ -248,8 +254,13 @@ class Run:
     utilization: float
     best_val: float
     best_candidate: dict[str, str]
-    timeline: list[tuple[float, float]]
-    """(seconds since the start, best val score so far), one point per pool entry."""
+    timeline: list[tuple[float, dict[str, str]]]
+    """(seconds since the start, the engine's own best candidate then), per pool entry."""
+    seed_val: float
+    referee: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds, the referee's val score of the timeline's candidate)."""
+    ref_val: float = float("nan")
+    """The referee's val score of the final best candidate."""
     predicted_s: float = float("nan")
     """The runtime model's wall time, from this run's measured latencies."""
     test: float = float("nan")
@@ -258,10 +269,6 @@ class Run:
     @property
     def overshoot(self) -> int:
         return max(0, self.metric_calls - self.budget)
-
-    @property
-    def seed_val(self) -> float:
-        return self.timeline[0][1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -294,14 +301,13 @@ class OursAdapter:
 async def run_ours(
     harness: Harness, task: Task, seed: int, budget: int, workers: int, shape: str
 ) -> tuple[Any, list[tuple[float, float]], float, str]:
-    """(result, timeline, wall seconds, shape used) of one gepa_opt run."""
-    timeline: list[tuple[float, float]] = []
+    """(result, timeline of (seconds, best index), wall seconds, shape used) of one run."""
+    timeline: list[tuple[float, int]] = []
     start = time.monotonic()
 
     def on_event(event: Any) -> None:
         if isinstance(event, FrontierChanged):
-            best = max(event.best_score, timeline[-1][1] if timeline else -math.inf)
-            timeline.append((time.monotonic() - start, best))
+            timeline.append((time.monotonic() - start, event.best_idx))
 
     config = GEPAConfig(
         max_metric_calls=budget, max_concurrency=workers, proposal_shape=shape, seed=seed
@@ -417,14 +423,15 @@ def _prompt_text(prompt: str | list[dict[str, Any]]) -> str:
 
 
 class UpstreamTimeline:
-    """Upstream callback: a timeline point each time a candidate's valset score is known."""
+    """Upstream callback: a timeline point each time a candidate's valset score is known,
+    naming upstream's best candidate at that moment."""
 
     def __init__(self, start: float):
         self.start = start
-        self.points: list[tuple[float, float]] = []
+        self.points: list[tuple[float, dict[str, str]]] = []
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
-        best = max(event["average_score"], self.points[-1][1] if self.points else -math.inf)
+        best = dict(event["candidate"]) if event["is_best_program"] else self.points[-1][1]
         self.points.append((time.monotonic() - self.start, best))
 
 
@@ -491,7 +498,7 @@ class Bench:
     lm: LM
     task: Task
     settings: AgentOptSettings = field(default_factory=AgentOptSettings)
-    _test_cache: dict[str, float] = field(default_factory=dict)
+    _scores: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def harness(self, setting: str, seed: int) -> Harness:
         lm = self.lm
@@ -510,6 +517,7 @@ class Bench:
                 harness, self.loop, self.task, seed, args.budget, args.workers, shape
             )
             best_val = result.val_aggregate_scores[result.best_idx]
+            seed_val = result.val_aggregate_scores[0]
         else:
             shape = args.shape if engine == "C" else "auto"
             result, timeline, wall, used = self.loop.run(
@@ -518,6 +526,8 @@ class Bench:
             label = f"ours auto={used}" if engine == "D" else label
             used_shape = used
             best_val, util = result.best_score, result.worker_utilization
+            seed_val = result.val_aggregate_scores[0]
+            timeline = [(t, dict(result.candidates[i])) for t, i in timeline]
         run = Run(
             engine=engine,
             label=f"{engine} {label}",
@@ -532,8 +542,11 @@ class Bench:
             best_val=best_val,
             best_candidate=dict(result.best_candidate),
             timeline=timeline,
+            seed_val=seed_val,
         )
-        run.test = self.test_score(run.best_candidate)
+        run.test = self.score(run.best_candidate, "test")
+        run.ref_val = self.score(run.best_candidate, "val")
+        run.referee = [(t, self.score(c, "val")) for t, c in timeline]
         return run
 
     def predicted_s(self, engine: str, harness: Harness, candidates: int, shape: str) -> float:
@@ -553,14 +566,16 @@ class Bench:
             max_in_flight=self.args.workers if ours else None,
         ).wall_s
 
-    def test_score(self, candidate: dict[str, str]) -> float:
-        """The candidate on the test split, on the raw LM (untimed); cached by its texts."""
-        key = json.dumps(candidate, sort_keys=True)
-        if key not in self._test_cache:
+    def score(self, candidate: dict[str, str], split: str) -> float:
+        """The candidate on the test split, or the referee pass on val: the raw LM,
+        untimed, once per candidate's texts, whichever engine asks."""
+        key = (split, json.dumps(candidate, sort_keys=True))
+        if key not in self._scores:
             harness = Harness(self.lm, 0, self.settings)
-            scored = self.loop.run(harness.rollouts(self.task.test, candidate))
-            self._test_cache[key] = fmean(s.score for s in scored)
-        return self._test_cache[key]
+            examples = self.task.test if split == "test" else self.task.val
+            scored = self.loop.run(harness.rollouts(examples, candidate))
+            self._scores[key] = fmean(s.score for s in scored)
+        return self._scores[key]
 
 
 def _parse_shape(text: str) -> tuple[int, int]:
@@ -576,25 +591,27 @@ EPS = 1e-9
 
 
 def quality_bar(runs: dict[str, Run]) -> tuple[float, str]:
-    """A's final best val; the best any engine reached if A never beat the seed's score."""
-    best_any = max(r.best_val for r in runs.values())
+    """The referee's score of A's final candidate; if that is not above the seed's, the
+    best referee score of any engine's final candidate."""
+    best_any = max(r.ref_val for r in runs.values())
     if "A" not in runs:
-        return best_any, "A not run: bar = best val any engine reached"
+        return best_any, "A not run: bar = best ref_val of any engine"
     a = runs["A"]
-    if a.best_val > a.seed_val + EPS:
-        return a.best_val, "bar = A's final best val"
-    if best_any > a.seed_val + EPS:
-        return best_any, "A never beat the seed's score: bar = best val any engine reached"
-    return best_any, "no engine beat the seed's score: bar = the seed's score"
+    seed = a.referee[0][1]
+    if a.ref_val > seed + EPS:
+        return a.ref_val, "bar = ref_val of A's final candidate"
+    if best_any > seed + EPS:
+        return best_any, "A's final candidate is not above the seed: bar = best ref_val"
+    return best_any, "no engine's final candidate is above the seed: bar = the seed's"
 
 
-def time_to_quality(timeline: list[tuple[float, float]], bar: float) -> float | None:
-    return next((t for t, best in timeline if best >= bar - EPS), None)
+def time_to_quality(referee: list[tuple[float, float]], bar: float) -> float | None:
+    return next((t for t, score in referee if score >= bar - EPS), None)
 
 
 HEADER = (
     f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'pred_s':>8}{'calls':>7}{'over':>6}"
-    f"{'refl':>6}{'util':>6}{'seed_val':>9}{'best_val':>9}{'test':>7}{'ttq_s':>8}"
+    f"{'refl':>6}{'util':>6}{'seed_val':>9}{'best_val':>9}{'ref_val':>8}{'test':>7}{'ttq_s':>8}"
 )
 
 
@@ -604,14 +621,14 @@ def row(run: Run) -> str:
         f"{run.label:<22}{run.setting:<9}{run.seed:>4}{run.wall_s:>8.1f}{run.predicted_s:>8.1f}"
         f"{run.metric_calls:>7}"
         f"{run.overshoot:>6}{run.reflection_calls:>6}{run.utilization:>6.2f}"
-        f"{run.seed_val:>9.3f}{run.best_val:>9.3f}{run.test:>7.3f}{ttq:>8}"
+        f"{run.seed_val:>9.3f}{run.best_val:>9.3f}{run.ref_val:>8.3f}{run.test:>7.3f}{ttq:>8}"
     )
 
 
 def report_group(runs: dict[str, Run]) -> None:
     bar, note = quality_bar(runs)
     for run in runs.values():
-        run.ttq_s = time_to_quality(run.timeline, bar)
+        run.ttq_s = time_to_quality(run.referee, bar)
     first = next(iter(runs.values()))
     print(f"\n{first.setting}, seed {first.seed}: quality bar {bar:.3f} ({note})")
     print(HEADER)
