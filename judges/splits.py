@@ -1,14 +1,20 @@
 """Splits by trace, stratified by the human label, fixed by seed.
 
-The held-out part is only ever used to report agreement, never to select a judge.
+The held-out part is only ever used to report agreement, never to select a judge. The
+label is the pass/fail verdict, else the value on the annotation's scale; a numeric
+scale with many distinct values is stratified by rank into MAX_STRATA bins, since a
+stratum of one trace would always land on the same side.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 
 from judges.types import JudgedItem
+
+MAX_STRATA = 10
 
 
 def stratified_split(
@@ -23,10 +29,31 @@ def stratified_split(
     rng = random.Random(seed)
     rest: list[JudgedItem] = []
     part: list[JudgedItem] = []
-    for label in (True, False, None):
-        group = sorted((i for i in by_trace.values() if i.human_pass is label), key=lambda i: i.id)
+    for group in _strata(list(by_trace.values())):
+        group.sort(key=lambda i: i.id)
         rng.shuffle(group)
         cut = round(len(group) * fraction)
         part += group[:cut]
         rest += group[cut:]
     return rest, part
+
+
+def _label(item: JudgedItem) -> Hashable:
+    return item.human_pass if item.human_pass is not None else item.human_value
+
+
+def _strata(items: list[JudgedItem]) -> list[list[JudgedItem]]:
+    """Items grouped by label in a fixed order: pass, fail, unlabelled, then the others."""
+    groups: dict[Hashable, list[JudgedItem]] = defaultdict(list)
+    for item in items:
+        groups[_label(item)].append(item)
+    numbers = [k for k in groups if isinstance(k, int | float) and not isinstance(k, bool)]
+    if len(numbers) > MAX_STRATA:  # rank bins over the numeric labels
+        ranked = sorted(
+            (i for k in numbers for i in groups.pop(k)), key=lambda i: (_label(i), i.id)
+        )
+        for rank, item in enumerate(ranked):
+            groups[("bin", rank * MAX_STRATA // len(ranked))].append(item)
+    first = [k for k in (True, False, None) if k in groups]
+    others = sorted((k for k in groups if k not in first), key=repr)
+    return [groups[k] for k in first + others]
