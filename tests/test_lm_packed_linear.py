@@ -35,3 +35,19 @@ def test_a_packed_weight_keeps_no_second_copy():
     linear = PackedLinear(torch.randn(8, 4, dtype=torch.bfloat16))
     assert linear.packed is not None and linear.packed.is_mkldnn
     assert linear.weight is None
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch without oneDNN")
+def test_a_rows_product_does_not_depend_on_how_many_rows_share_it():
+    torch.manual_seed(0)
+    linear = PackedLinear(torch.randn(576, 1536, dtype=torch.bfloat16) / 20)
+    x, residual = (
+        torch.randn(8, 1536, dtype=torch.bfloat16),
+        torch.randn(8, 576, dtype=torch.bfloat16),
+    )
+    with torch.inference_mode():
+        for rows in (2, 8):
+            assert torch.equal(linear(x[:rows])[0], linear(x[:1])[0])
+            assert torch.equal(
+                linear(x[:rows], add=residual[:rows])[0], linear(x[:1], add=residual[:1])[0]
+            )
