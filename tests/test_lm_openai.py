@@ -145,11 +145,13 @@ async def test_against_the_local_server(served):
     # one log-probability per token of the text; a stop token is counted, not shown
     assert done.text and 1 <= len(done.token_logprobs) <= done.usage.completion_tokens
     assert done.usage.prompt_tokens > 0
-    # for single-token choices the first-token approximation is the exact score
+    # for single-token choices the first-token approximation is the exact score, up to
+    # the served logits' bf16 rounding (0.125 apart between 16 and 32; the scorer's head
+    # runs in float32)
     judge = [{"role": "user", "content": "Is Paris the capital of France? Answer Yes or No."}]
     yes, no = await lm.choice_logprobs(judge, ["Yes", "No"])
     exact = await served_lm.choice_logprobs(judge, ["Yes", "No"])
-    assert [yes, no] == pytest.approx(exact, abs=0.05)
+    assert [yes, no] == pytest.approx(exact, abs=0.15)
     with pytest.raises(openai.NotFoundError):
         await lm.complete(ASK, adapter="missing")
     await lm.aclose()
