@@ -2,9 +2,10 @@
 
 The per-example metric is the probability the judge gives to the human's label,
 weighted so both labels count equally (a judge that always says "fail" must not win
-on a mostly-failing sample). After the search, the pass threshold is calibrated on the
-training annotations, the validation labels decide between the seed and GEPA's best,
-and agreement is measured on held-out labels only.
+on a mostly-failing sample). The reflection sees the human's label and comment beside
+the judge's verdict and its one-sentence reason. After the search, the pass threshold is
+calibrated on the training annotations, the validation labels decide between the seed
+and GEPA's best, and agreement is measured on held-out labels only.
 """
 
 from __future__ import annotations
@@ -50,14 +51,19 @@ class JudgeAlignmentAdapter(Adapter):
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         records = []
-        for item, p in eval_batch.trajectories or []:
+        trajectories = eval_batch.trajectories or []
+        judge = PointwiseJudge(self.lm, candidate)
+        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        for (item, p), reason in zip(trajectories, reasons, strict=True):
             human = "pass" if item.human_pass else "fail"
             judged = "pass" if p >= 0.5 else "fail"
             comment = f' Their comment: "{item.human_comment}"' if item.human_comment else ""
             records.append(
                 {
                     "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
-                    "Generated Outputs": f"{judged} (probability of pass {p:.2f})",
+                    "Generated Outputs": (
+                        f"{judged} (probability of pass {p:.2f}). The judge's reason: {reason}"
+                    ),
                     "Feedback": f"The human reviewer marked this reply {human}.{comment}",
                 }
             )

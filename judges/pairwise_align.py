@@ -9,6 +9,7 @@ model's main failure and the reflection has to see it to write against it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gepa_opt import Adapter, EvaluationBatch
@@ -55,7 +56,10 @@ class PairwiseAlignmentAdapter(Adapter):
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         records = []
-        for item, v in eval_batch.trajectories or []:
+        trajectories = eval_batch.trajectories or []
+        judge = PairwiseJudge(self.lm, candidate)
+        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        for (item, v), reason in zip(trajectories, reasons, strict=True):
             first, swapped = v.p_a_by_order
             flip = (
                 " The verdict flipped when the order was swapped: the judge followed the "
@@ -73,7 +77,8 @@ class PairwiseAlignmentAdapter(Adapter):
                     ),
                     "Generated Outputs": (
                         f"Probability that A is better: {v.p_a:.2f} (A shown first: "
-                        f"{first:.2f}; B shown first: {swapped:.2f}).{flip}"
+                        f"{first:.2f}; B shown first: {swapped:.2f}).{flip} "
+                        f"The judge's reason: {reason}"
                     ),
                     "Feedback": (
                         f"The human expert preferred answer {item.human_prefers}.{comment}"

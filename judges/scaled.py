@@ -88,6 +88,15 @@ class ScaledJudge:
     async def verdicts(self, items: list[JudgedItem]) -> list[ScaledVerdict | Unparseable]:
         return list(await asyncio.gather(*(self.verdict(item) for item in items)))
 
+    async def rationale(self, item: JudgedItem, max_tokens: int = 48) -> str:
+        """A one-sentence reason, for reflective feedback and scores' comments."""
+        completion = await self.lm.complete(
+            self.messages(item, "In one sentence: how good is the reply, and why?"),
+            max_tokens=max_tokens,
+            temperature=0.0,
+        )
+        return completion.text.strip()
+
     async def text_verdict(self, item: JudgedItem) -> ParsedVerdict | Unparseable:
         """The model's written verdict and rationale, parsed for this scale."""
         ask = f"{question(self.scale)} Then give a one-sentence rationale."

@@ -110,7 +110,10 @@ class ScaledAlignmentAdapter(Adapter):
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         records = []
-        for item, v in eval_batch.trajectories or []:
+        trajectories = eval_batch.trajectories or []
+        judge = ScaledJudge(self.lm, candidate, self.scale)
+        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        for (item, v), reason in zip(trajectories, reasons, strict=True):
             if isinstance(v, Unparseable):
                 judged = f"unparseable: {v.reason}"
             else:
@@ -121,7 +124,7 @@ class ScaledAlignmentAdapter(Adapter):
             records.append(
                 {
                     "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
-                    "Generated Outputs": judged,
+                    "Generated Outputs": f"{judged}. The judge's reason: {reason}",
                     "Feedback": f"The human reviewer's answer: {show(item.human_value)}.{comment}",
                 }
             )

@@ -107,12 +107,7 @@ class ScaledMetric:
         return score >= self.threshold
 
     async def rationale(self, item: JudgedItem) -> str:
-        completion = await self.judge.lm.complete(
-            self.judge.messages(item, "In one sentence: how good is the reply, and why?"),
-            max_tokens=self.rationale_max_tokens,
-            temperature=0.0,
-        )
-        return completion.text.strip()
+        return await self.judge.rationale(item, self.rationale_max_tokens)
 
     def _placed(self, verdict: ScaledVerdict) -> float:
         scale, probs = self.judge.scale, verdict.probabilities

@@ -35,6 +35,7 @@ async def test_alignment_finds_a_rubric_that_agrees_with_humans():
 
     async def reflect(prompt: str) -> str:
         assert "wrong intent" in prompt  # the human comment reaches the reflection
+        assert "The judge's reason:" in prompt  # beside the judge's own reason
         return (await lm.complete([{"role": "user", "content": prompt}])).text
 
     aligned = await align_judge(

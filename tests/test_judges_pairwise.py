@@ -141,7 +141,9 @@ async def test_reflective_records_show_both_orders_the_flip_and_the_human():
         item(1, "B"),
     ]
     adapter = PairwiseAlignmentAdapter(
-        ScriptedLM(p_first=lambda m: 0.9), {"A": 1.0, "B": 1.0}, max_answer_chars=50
+        ScriptedLM(p_first=lambda m: 0.9, reply=lambda m: "A is right."),
+        {"A": 1.0, "B": 1.0},
+        max_answer_chars=50,
     )
     batch = await adapter.evaluate(items, RUBRIC, capture_traces=True)
     records = (await adapter.make_reflective_dataset(RUBRIC, batch, ["rubric"]))["rubric"]
@@ -150,6 +152,7 @@ async def test_reflective_records_show_both_orders_the_flip_and_the_human():
     assert len(first["Inputs"]) < 250
     assert "A shown first: 0.90; B shown first: 0.10" in first["Generated Outputs"]
     assert "flipped" in first["Generated Outputs"]
+    assert first["Generated Outputs"].endswith("The judge's reason: A is right.")
     assert (
         first["Feedback"]
         == 'The human expert preferred answer A. Their comment: "A shows its work."'

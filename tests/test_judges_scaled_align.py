@@ -97,14 +97,18 @@ async def test_a_missing_human_value_raises_naming_the_item():
 
 
 async def test_reflective_records_show_verdict_and_the_human_value_and_comment():
-    lm = FakeLM(probs=lambda r, i, reply: {"bad": 0.1, "ok": 0.2, "good": 0.7})
+    lm = FakeLM(
+        probs=lambda r, i, reply: {"bad": 0.1, "ok": 0.2, "good": 0.7},
+        text=lambda r, i, reply: "It answers the question.",
+    )
     adapter = ScaledAlignmentAdapter(lm, NOMINAL, {"bad": 1.0})
     items = [item(0, "bad", "it broke", comment="the reply ignores the error")]
     batch = await adapter.evaluate(items, SEED, capture_traces=True)
     (record,) = (await adapter.make_reflective_dataset(SEED, batch, ["rubric"]))["rubric"]
     assert record["Inputs"] == "Request: request 0\nReply: it broke"
-    assert (
-        record["Generated Outputs"] == "good (answer probabilities: good 0.70, ok 0.20, bad 0.10)"
+    assert record["Generated Outputs"] == (
+        "good (answer probabilities: good 0.70, ok 0.20, bad 0.10). "
+        "The judge's reason: It answers the question."
     )
     assert "bad" in record["Feedback"] and "the reply ignores the error" in record["Feedback"]
 
