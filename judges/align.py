@@ -20,6 +20,7 @@ from infra.lm import LM
 from judges.calibration import balancing_weights, calibrate_threshold
 from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import PointwiseJudge
+from judges.reflective import judge_reasons, their_comment
 from judges.types import JudgedItem
 
 
@@ -53,18 +54,20 @@ class JudgeAlignmentAdapter(Adapter):
         records = []
         trajectories = eval_batch.trajectories or []
         judge = PointwiseJudge(self.lm, candidate)
-        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        reasons = await judge_reasons(judge, trajectories)
         for (item, p), reason in zip(trajectories, reasons, strict=True):
             human = "pass" if item.human_pass else "fail"
             judged = "pass" if p >= 0.5 else "fail"
-            comment = f' Their comment: "{item.human_comment}"' if item.human_comment else ""
             records.append(
                 {
                     "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
                     "Generated Outputs": (
                         f"{judged} (probability of pass {p:.2f}). The judge's reason: {reason}"
                     ),
-                    "Feedback": f"The human reviewer marked this reply {human}.{comment}",
+                    "Feedback": (
+                        f"The human reviewer marked this reply {human}."
+                        f"{their_comment(item.human_comment)}"
+                    ),
                 }
             )
         return {component: records for component in components_to_update}

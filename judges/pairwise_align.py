@@ -9,13 +9,13 @@ model's main failure and the reflection has to see it to write against it.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
 from judges.calibration import balancing_weights
 from judges.pairwise import PairwiseJudge
+from judges.reflective import judge_reasons, their_comment
 from judges.types import PairwiseItem, Preference
 
 
@@ -58,7 +58,7 @@ class PairwiseAlignmentAdapter(Adapter):
         records = []
         trajectories = eval_batch.trajectories or []
         judge = PairwiseJudge(self.lm, candidate)
-        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        reasons = await judge_reasons(judge, trajectories)
         for (item, v), reason in zip(trajectories, reasons, strict=True):
             first, swapped = v.p_a_by_order
             flip = (
@@ -67,7 +67,6 @@ class PairwiseAlignmentAdapter(Adapter):
                 if v.order_flip
                 else ""
             )
-            comment = f' Their comment: "{item.human_comment}"' if item.human_comment else ""
             records.append(
                 {
                     "Inputs": (
@@ -81,7 +80,8 @@ class PairwiseAlignmentAdapter(Adapter):
                         f"The judge's reason: {reason}"
                     ),
                     "Feedback": (
-                        f"The human expert preferred answer {item.human_prefers}.{comment}"
+                        f"The human expert preferred answer {item.human_prefers}."
+                        f"{their_comment(item.human_comment)}"
                     ),
                 }
             )

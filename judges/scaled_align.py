@@ -22,6 +22,7 @@ from infra.lm import LM
 from judges.calibration import balancing_weights
 from judges.metrics import agreement_report
 from judges.parsing import Unparseable
+from judges.reflective import judge_reasons, their_comment
 from judges.scaled import ScaledJudge, ScaledVerdict, answers
 from judges.scales import ScoreScale
 from judges.types import JudgedItem
@@ -112,7 +113,7 @@ class ScaledAlignmentAdapter(Adapter):
         records = []
         trajectories = eval_batch.trajectories or []
         judge = ScaledJudge(self.lm, candidate, self.scale)
-        reasons = await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories))
+        reasons = await judge_reasons(judge, trajectories)
         for (item, v), reason in zip(trajectories, reasons, strict=True):
             if isinstance(v, Unparseable):
                 judged = f"unparseable: {v.reason}"
@@ -120,12 +121,14 @@ class ScaledAlignmentAdapter(Adapter):
                 top = sorted(v.probabilities.items(), key=lambda kv: -kv[1])[:3]
                 probs = ", ".join(f"{answer} {p:.2f}" for answer, p in top)
                 judged = show(v.value) + (f" (answer probabilities: {probs})" if probs else "")
-            comment = f' Their comment: "{item.human_comment}"' if item.human_comment else ""
             records.append(
                 {
                     "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
                     "Generated Outputs": f"{judged}. The judge's reason: {reason}",
-                    "Feedback": f"The human reviewer's answer: {show(item.human_value)}.{comment}",
+                    "Feedback": (
+                        f"The human reviewer's answer: {show(item.human_value)}."
+                        f"{their_comment(item.human_comment)}"
+                    ),
                 }
             )
         return {component: records for component in components_to_update}
