@@ -8,11 +8,14 @@ Engines (one invocation runs them side by side):
 
 Task: the demo agent (`infra/agents/intent_router.py`) with its two prompt components
 (instructions, example turns), on the requests of `infra/traces/demo_data/heldout.jsonl`,
-split by `--split-seed` into train / val / test (30 / 30 / 80). The metric needs no judge,
-so both libraries see exactly the same one: 1.0 if the first intent the reply names is the
-true intent, else 0.0, with feedback naming the right intent. Defaults shared by both
-libraries: minibatch 3, Pareto candidate selection, round-robin components, skip perfect
-parents, the paper's meta-prompt (both ship the same text and record rendering).
+split by `--split-seed` into train / val / test (28 / 28 / 84: 4 / 4 / 12 per intent). The
+metric needs no judge, so both libraries see exactly the same one: 1.0 if the first intent
+the reply names is the true intent, else 0.0, with feedback naming the right intent.
+Defaults shared by both libraries: minibatch 3, Pareto candidate selection, round-robin
+components, skip perfect parents, the paper's meta-prompt for the instructions (both ship
+the same text and record rendering). The example turns get their own template and
+records, given to both libraries alike (`EXAMPLE_TURNS_TEMPLATE`): each record leads with
+the right turn as `request => label`, and the template asks for the list of turns back.
 
 LM: the local model (`LocalLM()`, default settings) is both the agent and the reflection
 LM (200 tokens, temperature 0.7, a fresh sampling seed per call drawn from the run's seed).
@@ -31,7 +34,7 @@ thread-seconds of that pool over W x wall seconds; gepa_opt reports its own
 Metric calls and reflection calls are counted in the shared harness, identically for all
 engines; overshoot is calls used past `--budget` (upstream checks its budget only between
 steps; gepa_opt starts a proposal only if its worst case, 2 minibatches + the valset, still
-fits, so a budget under seed valset + that worst case, e.g. 40 with a 30-example valset,
+fits, so a budget under seed valset + that worst case, e.g. 40 with a 28-example valset,
 runs no proposal at all). best_val is the library's own val score of its best candidate,
 ref_val the referee's (below), test that candidate on the test split (raw LM, untimed).
 
@@ -48,11 +51,15 @@ another. The bar for a setting+seed is the referee score of A's final best candi
 that is not above the seed's, the best referee score any engine's final candidate got
 (printed when so). An engine's time to quality is the first timeline point whose
 candidate's referee score reaches the bar; per setting the ratios C/A, C/B (D/A, D/B) are
-of the mean time to quality over the seeds where both engines reached the bar.
+of the mean time to quality over the seeds where both engines reached the bar. Since one
+lucky proposal decides "reached or never" in a seed, each setting also averages every
+engine's referee curve over the seeds (what it would return if stopped at t) and reads
+the time that mean curve first reaches A's mean final ref_val. `--json` writes every run,
+timelines and candidates included.
 
     .venv/bin/python benchmarks/gepa_vs_upstream.py [--budget 200] [--seeds 0 1 2]
         [--settings local latency] [--engines A B C D] [--workers 8] [--shape 2x2]
-        [--median-latency 1.0] [--latency-sigma 0.5]
+        [--median-latency 1.0] [--latency-sigma 0.5] [--json runs.json]
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -75,6 +82,7 @@ from typing import Any
 import infra.traces
 from flows.collect import load_heldout
 from gepa_opt import EvaluationBatch, FrontierChanged, GEPAConfig, GEPAEngine, ProposalShape
+from gepa_opt.meta_prompt import CURRENT_INSTRUCTIONS, EXAMPLES
 from gepa_opt.runtime_model import CallLatency, Schedule, predict_wall_s
 from infra.agents.intent_router import LABELS, IntentRouter, parse_intent
 from infra.lm import LM, Completion
@@ -104,9 +112,19 @@ class Task:
 
 
 def load_task(n_train: int, n_val: int, split_seed: int) -> Task:
-    """The labelled demo requests, shuffled once by a fixed seed and cut in three."""
-    examples = sorted(load_heldout(HELDOUT), key=lambda e: e.id)
-    random.Random(split_seed).shuffle(examples)
+    """The labelled demo requests, shuffled once by a fixed seed within each intent and
+    dealt one intent at a time, then cut in three: every split holds the intents alike
+    (a plain shuffle left val with no playlist request and 8 of 30 searches)."""
+    rng = random.Random(split_seed)
+    by_intent: dict[str, list[Example]] = {}
+    for example in sorted(load_heldout(HELDOUT), key=lambda e: e.id):
+        by_intent.setdefault(example.reference, []).append(example)
+    for group in by_intent.values():
+        rng.shuffle(group)
+    groups = [by_intent[intent] for intent in sorted(by_intent)]
+    examples = [
+        group[i] for i in range(max(map(len, groups))) for group in groups if i < len(group)
+    ]
     train, val = examples[:n_train], examples[n_train : n_train + n_val]
     test = examples[n_train + n_val :]
     if not test:
@@ -137,16 +155,60 @@ class Scored:
     feedback: str
 
     def record(self) -> dict[str, str]:
+        """The paper's record: what the instructions are reflected on."""
         return {
             "Inputs": self.example.inputs["request"],
             "Generated Outputs": self.output,
             "Feedback": self.feedback,
         }
 
+    def example_turn_record(self) -> dict[str, str]:
+        """The same evidence for the example turns, led by the right turn in their own
+        `request => label` format (the feedback already names the label)."""
+        turn = f"{self.example.inputs['request']} => {LABELS[self.example.reference]}"
+        return {
+            "Right example turn": turn,
+            "Assistant's reply": self.output,
+            "Feedback": self.feedback,
+        }
+
+
+# The example turns are a list, not an instruction: the paper's meta-prompt asks for "a new
+# instruction", which a 135M reflection LM answers with prose that holds no turn at all.
+# Both libraries get this template for that component, the paper's for the instructions.
+EXAMPLE_TURNS_TEMPLATE = f"""I gave an assistant these example turns, one per line as `request => label`:
+```
+{CURRENT_INSTRUCTIONS}
+```
+
+These requests were answered wrongly or rightly; each shows its right example turn:
+```
+{EXAMPLES}
+```
+
+Write the new list of example turns, one per line as `request => label`: the turns you have, plus the right turns above.
+
+Provide the new list within ``` blocks."""  # noqa: E501
+COMPONENT_TEMPLATES = {"examples": EXAMPLE_TURNS_TEMPLATE}
+
+
+def upstream_templates() -> dict[str, str]:
+    """The same templates in upstream's placeholders (it renders records identically)."""
+    return {
+        component: template.replace(CURRENT_INSTRUCTIONS, "<curr_param>").replace(
+            EXAMPLES, "<side_info>"
+        )
+        for component, template in COMPONENT_TEMPLATES.items()
+    }
+
 
 def reflective_dataset(trajectories: list[Scored], components: list[str]) -> dict[str, list]:
-    records = [s.record() for s in trajectories]
-    return {component: records for component in components}
+    return {
+        component: [
+            s.example_turn_record() if component == "examples" else s.record() for s in trajectories
+        ]
+        for component in components
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -310,7 +372,11 @@ async def run_ours(
             timeline.append((time.monotonic() - start, event.best_idx))
 
     config = GEPAConfig(
-        max_metric_calls=budget, max_concurrency=workers, proposal_shape=shape, seed=seed
+        max_metric_calls=budget,
+        max_concurrency=workers,
+        proposal_shape=shape,
+        seed=seed,
+        component_prompt_templates=COMPONENT_TEMPLATES,
     )
     engine = GEPAEngine(
         task.seed_prompts,
@@ -476,6 +542,7 @@ def run_upstream(
             reflection_lm=UpstreamReflectionLM(harness, slots),
             max_metric_calls=budget,
             seed=seed,
+            reflection_prompt_template=upstream_templates(),
             logger=QuietLogger(),
             callbacks=[timeline],
             **strategies,
@@ -650,8 +717,22 @@ def ratio(groups: list[dict[str, Run]], num: str, den: str) -> str:
     return f"  {num}/{den} time to quality: {value:.2f} (ratio of means over {seeds})"
 
 
+def mean_curve(runs: list[Run]) -> list[tuple[float, float]]:
+    """The referee score of what each run would return if stopped at t, averaged over
+    the runs (seeds), at every t where one of them changes."""
+    times = sorted({t for run in runs for t, _ in run.referee})
+
+    def at(run: Run, t: float) -> float:
+        """The last point at or before t; before its first point, the seed's score."""
+        return next(
+            (score for when, score in reversed(run.referee) if when <= t + EPS), run.referee[0][1]
+        )
+
+    return [(t, fmean(at(run, t) for run in runs)) for t in times]
+
+
 def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
-    print(f"\n== {setting}: time to quality, means over seeds ==")
+    print(f"\n== {setting}: time to quality, per seed (means over seeds where both reached) ==")
     engines = [e for e in ENGINES if any(e in g for g in groups)]
     for engine in engines:
         times = [g[engine].ttq_s for g in groups if engine in g]
@@ -661,6 +742,25 @@ def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
         if num in engines and den in engines:
             print(ratio(groups, num, den))
+    # One lucky or unlucky seed decides "reached or never" above; the seed-averaged curve
+    # asks the same question of each engine's expected quality over time.
+    curves = {e: mean_curve([g[e] for g in groups if e in g]) for e in engines}
+    finals = {e: fmean(g[e].ref_val for g in groups if e in g) for e in engines}
+    start = fmean(g[engines[0]].referee[0][1] for g in groups)
+    if "A" in finals and finals["A"] > start + EPS:
+        bar, note = finals["A"], "A's mean final ref_val"
+    else:
+        bar, note = max(finals.values()), "best mean final ref_val (A's is not above the seed's)"
+    print(f"\n== {setting}: seed-averaged curves, bar {bar:.3f} ({note}) ==")
+    ttq = {e: time_to_quality(curve, bar) for e, curve in curves.items()}
+    for e in engines:
+        reached = "never" if ttq[e] is None else f"{ttq[e]:.1f} s"
+        print(f"  {e}: mean final ref_val {finals[e]:.3f}, reaches the bar at {reached}")
+    for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
+        if num in ttq and den in ttq and ttq[num] is not None and ttq[den] is not None:
+            print(f"  {num}/{den} time to quality: {ttq[num] / ttq[den]:.2f}")
+        elif num in ttq and den in ttq:
+            print(f"  {num}/{den} time to quality: n/a ({num if ttq[num] is None else den} never)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -680,9 +780,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shape", default="2x2", help="PxN of engines B and C")
     parser.add_argument("--median-latency", type=float, default=1.0, help="seconds")
     parser.add_argument("--latency-sigma", type=float, default=0.5)
-    parser.add_argument("--n-train", type=int, default=30)
-    parser.add_argument("--n-val", type=int, default=30)
+    parser.add_argument("--n-train", type=int, default=28)
+    parser.add_argument("--n-val", type=int, default=28)
     parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write every run (timelines too) here")
     return parser.parse_args()
 
 
@@ -697,6 +798,7 @@ def main() -> None:
     )
     loop, lm = LoopThread(), LocalLM()
     bench = Bench(args, loop, lm, task)
+    all_runs: list[Run] = []
     try:
         for setting in args.settings:
             groups = []
@@ -707,6 +809,9 @@ def main() -> None:
                     runs[engine] = bench.run(engine, setting, seed)
                 report_group(runs)
                 groups.append(runs)
+                if args.json:  # rewritten after each seed: a long run interrupted keeps them
+                    all_runs.extend(runs.values())
+                    args.json.write_text(json.dumps([asdict(r) for r in all_runs], indent=1))
             report_setting(setting, groups)
     finally:
         lm.close()

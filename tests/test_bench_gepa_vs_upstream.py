@@ -1,0 +1,81 @@
+"""The gepa_vs_upstream harness: what both libraries reflect on, and how time to quality is read."""
+
+from benchmarks.gepa_vs_upstream import (
+    COMPONENT_TEMPLATES,
+    Run,
+    Scored,
+    mean_curve,
+    quality_bar,
+    reflective_dataset,
+    time_to_quality,
+    upstream_templates,
+)
+from gepa_opt.meta_prompt import build_reflection_prompt, check_template, render_records
+from infra.agents.intent_router import example_messages
+from infra.types import Example
+
+
+def scored(request: str, intent: str) -> Scored:
+    example = Example(id=request, inputs={"request": request}, reference=intent)
+    return Scored(example, "no idea", 0.0, f"Wrong: the right label is '{intent}'.")
+
+
+def test_example_turns_are_reflected_on_in_their_own_format():
+    rollouts = [scored("will it rain in Oslo", "GetWeather"), scored("play jazz", "PlayMusic")]
+    dataset = reflective_dataset(rollouts, ["instructions", "examples"])
+    assert dataset["instructions"][0] == {
+        "Inputs": "will it rain in Oslo",
+        "Generated Outputs": "no idea",
+        "Feedback": "Wrong: the right label is 'GetWeather'.",
+    }
+    assert [r["Right example turn"] for r in dataset["examples"]] == [
+        "will it rain in Oslo => weather",
+        "play jazz => music",
+    ]
+    # An LM that only echoes the rendered records still yields turns the agent reads.
+    assert example_messages(render_records(dataset["examples"]))[:4] == [
+        {"role": "user", "content": "will it rain in Oslo"},
+        {"role": "assistant", "content": "weather"},
+        {"role": "user", "content": "play jazz"},
+        {"role": "assistant", "content": "music"},
+    ]
+
+
+def test_both_libraries_get_the_same_template_in_their_own_placeholders():
+    for component, template in COMPONENT_TEMPLATES.items():
+        check_template(template, component)
+        theirs = upstream_templates()[component]
+        assert "<curr_param>" in theirs and "<side_info>" in theirs
+        ours_rendered = build_reflection_prompt(template, "X", [{"a": "1"}])
+        theirs_rendered = theirs.replace("<curr_param>", "X").replace(
+            "<side_info>", "# Example 1\n## a\n1\n\n"
+        )
+        assert ours_rendered == theirs_rendered
+
+
+def run(engine: str, ref_val: float, referee: list[tuple[float, float]]) -> Run:
+    return Run(
+        engine=engine, label=engine, setting="local", seed=0, wall_s=1.0, metric_calls=1,
+        budget=1, reflection_calls=0, utilization=1.0, best_val=ref_val, best_candidate={},
+        timeline=[], seed_val=referee[0][1], referee=referee, ref_val=ref_val,
+    )  # fmt: skip
+
+
+def test_the_bar_is_a_s_final_score_unless_a_never_beat_the_seed():
+    a = run("A", 0.3, [(0.0, 0.1), (5.0, 0.3)])
+    c = run("C", 0.4, [(0.0, 0.1), (2.0, 0.3), (4.0, 0.4)])
+    assert quality_bar({"A": a, "C": c})[0] == 0.3
+    assert time_to_quality(c.referee, 0.3) == 2.0
+    stuck = run("A", 0.1, [(0.0, 0.1), (5.0, 0.1)])
+    bar, note = quality_bar({"A": stuck, "C": c})
+    assert bar == 0.4 and "not above the seed" in note
+    assert time_to_quality(stuck.referee, bar) is None
+
+
+def test_the_seed_averaged_curve_holds_each_run_s_last_point():
+    early = run("C", 0.4, [(0.0, 0.1), (2.0, 0.4)])
+    late = run("C", 0.2, [(1.0, 0.1), (6.0, 0.2)])
+    curve = mean_curve([early, late])
+    assert [t for t, _ in curve] == [0.0, 1.0, 2.0, 6.0]
+    assert [round(v, 3) for _, v in curve] == [0.1, 0.1, 0.25, 0.3]
+    assert time_to_quality(curve, 0.3) == 6.0
