@@ -76,7 +76,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, stdev
 from typing import Any
 
 import infra.traces
@@ -731,6 +731,10 @@ def mean_curve(runs: list[Run]) -> list[tuple[float, float]]:
     return [(t, fmean(at(run, t) for run in runs)) for t in times]
 
 
+def _sd(values: list[float]) -> float:
+    return stdev(values) if len(values) > 1 else 0.0
+
+
 def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     print(f"\n== {setting}: time to quality, per seed (means over seeds where both reached) ==")
     engines = [e for e in ENGINES if any(e in g for g in groups)]
@@ -754,8 +758,13 @@ def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     print(f"\n== {setting}: seed-averaged curves, bar {bar:.3f} ({note}) ==")
     ttq = {e: time_to_quality(curve, bar) for e, curve in curves.items()}
     for e in engines:
+        runs = [g[e] for g in groups if e in g]
         reached = "never" if ttq[e] is None else f"{ttq[e]:.1f} s"
-        print(f"  {e}: mean final ref_val {finals[e]:.3f}, reaches the bar at {reached}")
+        print(
+            f"  {e}: final ref_val {finals[e]:.3f} ± {_sd([r.ref_val for r in runs]):.3f}, "
+            f"test {fmean(r.test for r in runs):.3f} ± {_sd([r.test for r in runs]):.3f} "
+            f"(mean ± sd over seeds), reaches the bar at {reached}"
+        )
     for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
         if num in ttq and den in ttq and ttq[num] is not None and ttq[den] is not None:
             print(f"  {num}/{den} time to quality: {ttq[num] / ttq[den]:.2f}")
@@ -784,11 +793,31 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--n-val", type=int, default=28)
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write every run (timelines too) here")
+    parser.add_argument(
+        "--report", type=Path, help="print the report of runs a --json file holds; run nothing"
+    )
     return parser.parse_args()
+
+
+def report_saved(path: Path) -> None:
+    """The report again, from a --json file: tables and ratios without re-running."""
+    runs = [Run(**saved) for saved in json.loads(path.read_text())]
+    for run in runs:  # JSON has no tuples
+        run.timeline = [(t, c) for t, c in run.timeline]
+        run.referee = [(t, score) for t, score in run.referee]
+    for setting in dict.fromkeys(r.setting for r in runs):
+        groups = []
+        for seed in dict.fromkeys(r.seed for r in runs if r.setting == setting):
+            group = {r.engine: r for r in runs if r.setting == setting and r.seed == seed}
+            report_group(group)
+            groups.append(group)
+        report_setting(setting, groups)
 
 
 def main() -> None:
     args = parse_args()
+    if args.report:
+        return report_saved(args.report)
     engines = sorted(set(args.engines))  # A first: its final score is the others' bar
     task = load_task(args.n_train, args.n_val, args.split_seed)
     print(

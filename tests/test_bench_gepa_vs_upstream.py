@@ -1,5 +1,8 @@
 """The gepa_vs_upstream harness: what both libraries reflect on, and how time to quality is read."""
 
+import json
+from dataclasses import asdict
+
 from benchmarks.gepa_vs_upstream import (
     COMPONENT_TEMPLATES,
     Run,
@@ -7,6 +10,7 @@ from benchmarks.gepa_vs_upstream import (
     mean_curve,
     quality_bar,
     reflective_dataset,
+    report_saved,
     time_to_quality,
     upstream_templates,
 )
@@ -79,3 +83,17 @@ def test_the_seed_averaged_curve_holds_each_run_s_last_point():
     assert [t for t, _ in curve] == [0.0, 1.0, 2.0, 6.0]
     assert [round(v, 3) for _, v in curve] == [0.1, 0.1, 0.25, 0.3]
     assert time_to_quality(curve, 0.3) == 6.0
+
+
+def test_a_saved_run_reports_again_without_running(tmp_path, capsys):
+    runs = [
+        run("A", 0.3, [(0.0, 0.1), (5.0, 0.3)]),
+        run("C", 0.3, [(0.0, 0.1), (2.0, 0.3)]),
+    ]
+    saved = tmp_path / "runs.json"
+    saved.write_text(json.dumps([asdict(r) for r in runs]))
+    report_saved(saved)
+    out = capsys.readouterr().out
+    assert "quality bar 0.300 (bar = ref_val of A's final candidate)" in out
+    assert "C/A time to quality: 0.40" in out  # per seed, and on the seed-averaged curve
+    assert out.count("C/A time to quality: 0.40") == 2
