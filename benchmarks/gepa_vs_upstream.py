@@ -657,19 +657,22 @@ def _parse_shape(text: str) -> tuple[int, int]:
 EPS = 1e-9
 
 
-def quality_bar(runs: dict[str, Run]) -> tuple[float, str]:
-    """The referee's score of A's final candidate; if that is not above the seed's, the
-    best referee score of any engine's final candidate."""
-    best_any = max(r.ref_val for r in runs.values())
-    if "A" not in runs:
+def choose_bar(finals: dict[str, float], seed: float) -> tuple[float, str]:
+    """A's final referee score; if that is not above the seed's, the best final score of
+    any engine. `finals`: engine -> final ref_val (one seed's, or the seeds' mean)."""
+    best_any = max(finals.values())
+    if "A" not in finals:
         return best_any, "A not run: bar = best ref_val of any engine"
-    a = runs["A"]
-    seed = a.referee[0][1]
-    if a.ref_val > seed + EPS:
-        return a.ref_val, "bar = ref_val of A's final candidate"
+    if finals["A"] > seed + EPS:
+        return finals["A"], "bar = ref_val of A's final candidate"
     if best_any > seed + EPS:
         return best_any, "A's final candidate is not above the seed: bar = best ref_val"
     return best_any, "no engine's final candidate is above the seed: bar = the seed's"
+
+
+def quality_bar(runs: dict[str, Run]) -> tuple[float, str]:
+    seed = next(iter(runs.values())).referee[0][1]  # the same text for every engine
+    return choose_bar({e: r.ref_val for e, r in runs.items()}, seed)
 
 
 def time_to_quality(referee: list[tuple[float, float]], bar: float) -> float | None:
@@ -750,12 +753,9 @@ def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     # asks the same question of each engine's expected quality over time.
     curves = {e: mean_curve([g[e] for g in groups if e in g]) for e in engines}
     finals = {e: fmean(g[e].ref_val for g in groups if e in g) for e in engines}
-    start = fmean(g[engines[0]].referee[0][1] for g in groups)
-    if "A" in finals and finals["A"] > start + EPS:
-        bar, note = finals["A"], "A's mean final ref_val"
-    else:
-        bar, note = max(finals.values()), "best mean final ref_val (A's is not above the seed's)"
-    print(f"\n== {setting}: seed-averaged curves, bar {bar:.3f} ({note}) ==")
+    seed = fmean(g[engines[0]].referee[0][1] for g in groups)
+    bar, note = choose_bar(finals, seed)
+    print(f"\n== {setting}: seed-averaged curves, bar {bar:.3f} (means over seeds: {note}) ==")
     ttq = {e: time_to_quality(curve, bar) for e, curve in curves.items()}
     for e in engines:
         runs = [g[e] for g in groups if e in g]
