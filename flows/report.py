@@ -54,6 +54,8 @@ class NightReport:
             f"judge_val_{primary}_best": self.judge.val_score,
             f"judge_val_{primary}_seed": self.judge.seed_val_score,
             "judge_kept_seed": float(self.judge.kept_seed),
+            "judge_unparseable_verdicts": float(self.judge.unparseable),
+            "agent_judge_unparseable_verdicts": float(self.prompt.judge_unparseable),
             "judge_trusted": float(self.judge_trusted),
             "agent_metric_calls": self.prompt.metric_calls,
             "agent_reflection_calls": self.prompt.reflection_calls,
@@ -92,6 +94,11 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+def _unreadable(count: int) -> str:
+    """Said only when it happened: a verdict the judge wrote but nobody could read."""
+    return f", {count} unreadable judge verdicts (scored 0)" if count else ""
+
+
 def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     j = report.judge
     rows = [
@@ -99,7 +106,8 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
             f"judge {STATISTICS[j.primary]} (held-out)",
             _fmt(j.seed_heldout.get(j.primary)),
             _fmt(j.heldout.get(j.primary)),
-            f"{j.metric_calls} metric calls, {j.sizes['heldout']} held-out labels",
+            f"{j.metric_calls} metric calls, {j.sizes['heldout']} held-out labels"
+            + _unreadable(j.unparseable),
         ),
         (
             "judge accuracy (held-out)",
@@ -111,7 +119,8 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
             "agent judge score (Pareto set)",
             _fmt(report.prompt.seed_val),
             _fmt(report.prompt.best_val),
-            f"{report.prompt.metric_calls} metric calls, {report.prompt.candidates} candidates",
+            f"{report.prompt.metric_calls} metric calls, {report.prompt.candidates} candidates"
+            + _unreadable(report.prompt.judge_unparseable),
         ),
     ]
     seed = report.evals["seed"]

@@ -55,6 +55,7 @@ class JudgeStage:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
     floor: float = 0.2  # judge.min_kappa, on the primary statistic
     scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
+    unparseable: int = 0  # verdicts the search scored 0, unreadable (pass/fail reads P(yes))
 
     @property
     def primary(self) -> str:
@@ -81,6 +82,7 @@ class PromptStage:
     reflection_calls: int
     candidates: int
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
+    judge_unparseable: int = 0  # the metric judge's verdicts the search could not read
 
 
 @dataclass
@@ -144,12 +146,14 @@ async def align_judge_stage(
         )
         thresholds = aligned.threshold, aligned.seed_threshold
         val_scores = aligned.val_kappa, aligned.seed_val_kappa
+        unparseable = 0
     else:
         aligned = await align_scaled_judge(
             rt.lm, seed_prompts, scale, train, val, heldout, config, reflect, on_event
         )
         thresholds = PASS_CUT, PASS_CUT
         val_scores = aligned.val_score, aligned.seed_val_score
+        unparseable = aligned.unparseable
     return JudgeStage(
         prompts=aligned.prompts,
         threshold=thresholds[0],
@@ -164,6 +168,7 @@ async def align_judge_stage(
         floor=cfg.min_kappa,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
         scale=scale,
+        unparseable=unparseable,
     )
 
 
@@ -193,9 +198,8 @@ async def optimize_prompts_stage(
 ) -> PromptStage:
     cfg = rt.settings.agent_opt
     trainset, valset = split_examples(rt, examples)
-    adapter = AgentJudgeAdapter(
-        rt.agent, rt.lm, judge_of(rt, judge), max_tokens=cfg.max_tokens, temperature=0.0
-    )
+    metric = judge_of(rt, judge)
+    adapter = AgentJudgeAdapter(rt.agent, rt.lm, metric, max_tokens=cfg.max_tokens, temperature=0.0)
     config = gepa_config(cfg, cfg.seed)
     result = await optimize(
         seed_prompts,
@@ -214,6 +218,7 @@ async def optimize_prompts_stage(
         metric_calls=result.metric_calls_used,
         reflection_calls=result.reflection_calls,
         candidates=len(result.candidates),
+        judge_unparseable=metric.unparseable if isinstance(metric, ScaledMetric) else 0,
     )
 
 

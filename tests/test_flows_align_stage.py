@@ -5,6 +5,7 @@ import pytest
 from flows import stages
 from flows.runtime import Runtime
 from infra.settings import Settings
+from infra.types import Example
 from judges.align import AlignedJudge
 from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.scaled_align import AlignedScaledJudge
@@ -46,7 +47,7 @@ def called(monkeypatch) -> list[tuple]:
             seed_val_score=0.2,
             kept_seed=False,
             metric_calls=80,
-            unparseable=0,
+            unparseable=4,
         )
 
     monkeypatch.setattr(stages, "align_judge", boolean)
@@ -70,6 +71,7 @@ async def test_pass_fail_keeps_the_calibrated_threshold_path(rt, called):
     assert (stage.val_score, stage.seed_val_score, stage.metric_calls) == (0.6, 0.3, 90)
     assert stage.primary == "kappa" and stage.heldout_score == 0.5 and stage.trusted
     assert stage.sizes == {"train": 4, "val": 2, "heldout": 4}
+    assert stage.unparseable == 0  # P(yes) is always readable
 
 
 async def test_a_numeric_scale_aligns_a_judge_that_answers_on_it(rt, called):
@@ -78,6 +80,7 @@ async def test_a_numeric_scale_aligns_a_judge_that_answers_on_it(rt, called):
     assert stage.scale == STARS and stage.primary == "weighted_kappa"
     assert stage.heldout_score == 0.5 and stage.trusted
     assert (stage.threshold, stage.val_score, stage.seed_val_score) == (0.5, 0.7, 0.2)
+    assert stage.unparseable == 4
 
 
 def test_the_judge_in_use_becomes_the_metric_its_scale_needs(rt):
@@ -88,3 +91,16 @@ def test_the_judge_in_use_becomes_the_metric_its_scale_needs(rt):
     colours = ScoreScale("categorical", ("red", "blue"), name="colour")
     with pytest.raises(UnrankedScale, match="'colour'"):
         stages.judge_of(rt, stages.JudgeInUse({"rubric": "r"}, 0.5, {}, 0.5, 0.2, True, colours))
+
+
+async def test_the_prompt_stage_counts_the_judge_verdicts_it_could_not_read(rt):
+    """A continuous scale is read from the judge's text: "no idea" scores 0, and is counted."""
+    rt.settings.agent_opt.max_metric_calls = 30
+    rt.settings.agent_opt.pareto_size = 4
+    rt.lm.reply = lambda messages: "no idea"
+    percent = ScoreScale("numeric", minimum=0, maximum=100, name="percent")
+    judge = stages.JudgeInUse({"rubric": "r"}, 0.5, {}, 0.5, 0.2, True, percent)
+    examples = [Example(id=f"e{i}", inputs={"request": f"play song {i}"}) for i in range(8)]
+    stage = await stages.optimize_prompts_stage(rt, examples, rt.agent.seed_prompts(), judge)
+    assert stage.metric_calls > 0
+    assert stage.judge_unparseable == stage.metric_calls  # every verdict was unreadable

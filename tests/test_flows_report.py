@@ -106,3 +106,16 @@ def test_a_graded_night_reports_its_own_statistic():
     assert "| judge weighted κ (held-out) | — | 0.100 |" in text
     assert "Judge not trusted: held-out weighted κ 0.100 < 0.2." in text
     assert "GEPA's best had validation weighted κ 0.300 vs the seed's 0.200" in text
+
+
+def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_some():
+    quiet = report(0.5)
+    assert quiet.metrics()["judge_unparseable_verdicts"] == 0.0
+    assert "unreadable" not in render_markdown(quiet)
+    noisy = report(0.5)
+    noisy.judge.unparseable, noisy.prompt.judge_unparseable = 3, 7
+    metrics = noisy.metrics()
+    assert metrics["judge_unparseable_verdicts"] == 3.0
+    assert metrics["agent_judge_unparseable_verdicts"] == 7.0
+    text = render_markdown(noisy)
+    assert "3 unreadable judge verdicts" in text and "7 unreadable judge verdicts" in text
