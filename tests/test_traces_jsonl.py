@@ -98,5 +98,44 @@ def test_missing_export_says_how_to_fix(tmp_path):
         JsonlTraceSource(tmp_path / "nowhere").fetch(since=None, limit=10)
 
 
-def test_an_export_has_no_score_configs(export):
+def test_an_export_without_score_configs_has_none(export):
     assert JsonlTraceSource(export).score_config("correct") is None
+
+
+def config(name: str, created: str, archived: bool = False, **fields) -> dict:
+    return {
+        "name": name,
+        "dataType": "NUMERIC",
+        "isArchived": archived,
+        "createdAt": created,
+    } | fields
+
+
+def test_an_exported_score_config_is_picked_as_langfuse_would(export):
+    stars = {"label": "one", "value": 1}
+    write(
+        export / "score_configs.jsonl",
+        [
+            config("quality", "2026-11-02T00:00:00Z", archived=True),  # newer, but archived
+            config("quality", "2026-10-01T00:00:00Z", dataType="CATEGORICAL", categories=[stars]),
+            config("quality", "2026-09-01T00:00:00Z"),  # older
+            "",
+            config("speed", "2026-11-01T00:00:00Z"),
+        ],
+    )  # fmt: skip
+    source = JsonlTraceSource(export)
+    found = source.score_config("quality")
+    assert found["dataType"] == "CATEGORICAL" and found["categories"] == [stars]
+    assert source.score_config("speed")["dataType"] == "NUMERIC"
+    assert source.score_config("missing") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [("{not json", r"score_configs.jsonl:2: not valid JSON"),
+     ('{"dataType": "NUMERIC"}', r"score_configs.jsonl:2: field name")],
+)  # fmt: skip
+def test_a_broken_score_config_line_is_named_not_skipped(export, line, says):
+    write(export / "score_configs.jsonl", [config("speed", "2026-11-01T00:00:00Z"), line])
+    with pytest.raises(TraceSourceError, match=says):
+        JsonlTraceSource(export).score_config("speed")

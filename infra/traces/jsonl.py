@@ -1,9 +1,11 @@
-"""Traces from a JSONL export: `observations.jsonl` and `scores.jsonl` in one folder.
+"""Traces from a JSONL export: `observations.jsonl` and `scores.jsonl` in one folder,
+and optionally `score_configs.jsonl` (Langfuse's `GET /api/public/score-configs` items).
 
 Each line is one record in Langfuse's own shape (see `infra.traces.mapping`). A bad
-line is skipped, logged with its file, line number and field, and counted in the
-batch, so one broken record never costs the rest of the night. Label requests and
-judge scores go to an outbox folder (`infra.traces.outbox`).
+observation or score line is skipped, logged with its file, line number and field, and
+counted in the batch, so one broken record never costs the rest of the night. A bad
+score config line stops the night instead: the config decides how every annotation is
+read. Label requests and judge scores go to an outbox folder (`infra.traces.outbox`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 OBSERVATIONS = "observations.jsonl"
 SCORES = "scores.jsonl"
+SCORE_CONFIGS = "score_configs.jsonl"
 DEMO_DIR = Path(__file__).parent / "demo_data"
 
 T = TypeVar("T")
@@ -45,8 +48,16 @@ class JsonlTraceSource:
         # label by then, which keeps it out of the selection anyway
         return self.outbox.requested_traces() if self.outbox else set()
 
-    def score_config(self, name: str) -> None:
-        return None  # an export holds scores, not their configs
+    def score_config(self, name: str) -> dict[str, Any] | None:
+        """The export's config named `name`, as `LangfuseTraceSource.score_config` picks
+        it (an active one before an archived one, then the newest); None without one."""
+        path = self.directory / SCORE_CONFIGS
+        if not path.is_file():
+            return None
+        found = [config for config in _configs(path) if config["name"] == name]
+        if not found:
+            return None
+        return max(found, key=lambda c: (not c.get("isArchived", False), c.get("createdAt", "")))
 
     def _outbox(self) -> Outbox:
         if self.outbox is None:
@@ -82,6 +93,20 @@ class JsonlTraceSource:
             if score.trace_id in kept:
                 (batch.annotations if score.is_human else batch.other_scores).append(score)
         return batch
+
+
+def _configs(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                config = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TraceSourceError(f"{path}:{number}: not valid JSON ({e.msg})") from e
+            if not isinstance(config, dict) or not isinstance(config.get("name"), str):
+                raise TraceSourceError(f"{path}:{number}: field name: a score config needs one")
+            yield config
 
 
 def _records(path: Path, mapper: Callable[[dict], T], skipped: list[SkippedRecord]) -> Iterator[T]:
