@@ -31,6 +31,10 @@ class WorkerPool:
         self._waiting += 1
         try:
             await self._slots.acquire()
+        except BaseException:
+            if asyncio.iscoroutine(call):
+                call.close()  # cancelled while waiting: it never ran, and never will
+            raise
         finally:
             self._waiting -= 1
         self._held += 1
