@@ -186,27 +186,29 @@ QUEUE = {
 }
 
 
+def numbered_pages(model, pages: list[list[dict]]) -> list:
+    """Pages of a page-numbered listing, as the SDK parses them."""
+    return [
+        parse_obj_as(
+            model,
+            {
+                "data": page,
+                "meta": {"page": n + 1, "limit": 100, "totalItems": 0, "totalPages": len(pages)},
+            },
+        )
+        for n, page in enumerate(pages)
+    ]
+
+
 class FakeQueues:
     """`api.annotation_queues`: pages of queues, and the items created."""
 
     def __init__(self, pages: list[list[dict]]):
         self.listed: list[int] = []
         self.items: list[tuple] = []
-        self._pages = [
-            parse_obj_as(
-                PaginatedAnnotationQueues,
-                {
-                    "data": [QUEUE | q for q in page],
-                    "meta": {
-                        "page": n + 1,
-                        "limit": 100,
-                        "totalItems": 0,
-                        "totalPages": len(pages),
-                    },
-                },
-            )
-            for n, page in enumerate(pages)
-        ]
+        self._pages = numbered_pages(
+            PaginatedAnnotationQueues, [[QUEUE | q for q in page] for page in pages]
+        )
 
     def list_queues(self, *, page=None, limit=None):
         self.listed.append(page)
@@ -391,21 +393,7 @@ class FakeScoreConfigs:
 
     def __init__(self, pages: list[list[dict]]):
         self.asked: list[tuple] = []
-        self._pages = [
-            parse_obj_as(
-                ScoreConfigs,
-                {
-                    "data": page,
-                    "meta": {
-                        "page": n + 1,
-                        "limit": 100,
-                        "totalItems": 0,
-                        "totalPages": len(pages),
-                    },
-                },
-            )
-            for n, page in enumerate(pages)
-        ]
+        self._pages = numbered_pages(ScoreConfigs, pages)
 
     def get(self, *, page=None, limit=None, request_options=None):
         self.asked.append((page, limit))

@@ -20,7 +20,13 @@ from typing import Any, TypeVar
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
 from infra.traces.outbox import Outbox
-from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+from infra.traces.source import (
+    SkippedRecord,
+    TraceBatch,
+    TraceSourceError,
+    as_utc,
+    newest_active_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +55,11 @@ class JsonlTraceSource:
         return self.outbox.requested_traces() if self.outbox else set()
 
     def score_config(self, name: str) -> dict[str, Any] | None:
-        """The export's config named `name`, as `LangfuseTraceSource.score_config` picks
-        it (an active one before an archived one, then the newest); None without one."""
+        """The export's config named `name`, chosen as from Langfuse; None without one."""
         path = self.directory / SCORE_CONFIGS
         if not path.is_file():
             return None
-        found = [config for config in _configs(path) if config["name"] == name]
-        if not found:
-            return None
-        return max(found, key=lambda c: (not c.get("isArchived", False), c.get("createdAt", "")))
+        return newest_active_config([c for c in _configs(path) if c["name"] == name])
 
     def _outbox(self) -> Outbox:
         if self.outbox is None:

@@ -25,7 +25,13 @@ from infra.settings import TraceSettings
 from infra.traces import langfuse_feedback
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
-from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+from infra.traces.source import (
+    SkippedRecord,
+    TraceBatch,
+    TraceSourceError,
+    as_utc,
+    newest_active_config,
+)
 
 if TYPE_CHECKING:
     from langfuse.api import LangfuseAPI
@@ -85,11 +91,8 @@ class LangfuseTraceSource:
     def score_config(self, name: str) -> dict[str, Any] | None:
         with _api_errors("did not list the score configs"):
             found = [c for c in _numbered_pages(self._api.score_configs.get) if c.name == name]
-        if not found:
-            return None
-        # Configs are immutable: a changed scale is a new config, the old one archived.
-        chosen = max(found, key=lambda c: (not c.is_archived, c.created_at))
-        return json.loads(chosen.json())  # the public API's shape: camelCase, plain values
+        # the public API's shape: camelCase, plain values
+        return newest_active_config([json.loads(c.json()) for c in found])
 
     def _fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         batch = TraceBatch()

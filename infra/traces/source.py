@@ -66,6 +66,14 @@ class TraceSource(Protocol):
         ...
 
 
+def newest_active_config(found: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of same-named score configs (public API shape), the one in force: configs are
+    immutable, so a changed scale is a new config and the old one archived."""
+    if not found:
+        return None
+    return max(found, key=lambda c: (not c.get("isArchived", False), c.get("createdAt", "")))
+
+
 def as_utc(since: datetime | None) -> datetime | None:
     """Trace times are UTC-aware; a naive `since` is read as UTC so the two compare."""
     return since.replace(tzinfo=UTC) if since and since.tzinfo is None else since
