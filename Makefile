@@ -30,7 +30,7 @@ test: install
 	$(BIN)/pytest -q
 
 bench-lm: install
-	$(BIN)/python benchmarks/local_lm.py
+	$(BIN)/python -m benchmarks.local_lm
 
 bench-demo: install
 	$(BIN)/python benchmarks/demo.py

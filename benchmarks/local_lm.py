@@ -21,122 +21,39 @@ kernel included), so the ratio measures batching alone. The 1-stream level runs 
 requests one after another in both. The prefix cache is emptied before every timed
 batcher run, so each run pays for its prefixes.
 
-    python benchmarks/local_lm.py [--levels 1 8 16 32]
+Then, in the same process: the batch-invariance check and the invariant engine beside
+the fast one (`benchmarks/batch_invariance.py`), and the N-request burst beside two other
+processes computing on the same cores, with the engine's thread governor on and off.
+
+    python -m benchmarks.local_lm [--levels 1 8 16 32] [--sections throughput invariance contended]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import random
 import resource
+import subprocess
+import sys
 import time
 from functools import partial
-from pathlib import Path
 
 import torch
 
+from benchmarks import batch_invariance
+from benchmarks.workloads import (
+    agent_requests,
+    judge_calls,
+    long_prompt_requests,
+    reference_requests,
+    varied_requests,
+)
 from infra.lm.batcher import Request
 from infra.lm.local import LocalLM
 from infra.settings import LMSettings
 
-SNIPS = (
-    Path(__file__).resolve().parents[1].parent / "shared/data/snips/2017-06-custom-intent-engines"
-)
-
-
-def utterances() -> list[tuple[str, str]]:
-    """(intent, text) pairs from the SNIPS validation files."""
-    pairs = []
-    for path in sorted(SNIPS.glob("*/validate_*.json")):
-        for intent, rows in json.loads(path.read_text(encoding="latin-1")).items():
-            pairs += [(intent, "".join(part["text"] for part in row["data"])) for row in rows]
-    return pairs
-
-
-def varied_requests(lm: LocalLM, n: int, seed: int = 4) -> list[Request]:
-    """A user message of 1-3 utterances; 32-224 new tokens, the reference's 128 on average."""
-    rng = random.Random(seed)
-    pairs = utterances()
-    requests = []
-    for _ in range(n):
-        text = " ".join(rng.choice(pairs)[1] for _ in range(rng.randint(1, 3)))
-        prompt = lm.prompt_ids([{"role": "user", "content": text}])
-        requests.append(Request(prompt, rng.randint(32, 224)))
-    return requests
-
-
-def long_prompt_requests(lm: LocalLM, n: int, seed: int = 0) -> list[Request]:
-    rng = random.Random(seed)
-    pairs = utterances()
-    head = "Name the intent of the user's message, as in these examples:\n"
-    requests = []
-    for _ in range(n):
-        target = rng.randint(30, 400)
-        system = head
-        while True:  # grow the few-shot block until the prompt reaches its target length
-            intent, text = rng.choice(pairs)
-            longer = system + f"{text} -> {intent}\n"
-            messages = [{"role": "system", "content": longer}, {"role": "user", "content": ""}]
-            if len(lm.prompt_ids(messages)) > target - 12:
-                break
-            system = longer
-        _, question = rng.choice(pairs)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        prompt = lm.prompt_ids(messages)
-        requests.append(Request(prompt, rng.randint(8, 128)))  # no stop: exact lengths
-    return requests
-
-
-def reference_requests(lm: LocalLM, n: int, seed: int = 3) -> list[Request]:
-    """The issue's reference shape: a bare user message, 128 new tokens each."""
-    rng = random.Random(seed)
-    pairs = utterances()
-    return [
-        Request(lm.prompt_ids([{"role": "user", "content": rng.choice(pairs)[1]}]), 128)
-        for _ in range(n)
-    ]
-
-
-def agent_requests(lm: LocalLM, n: int, seed: int = 1) -> list[Request]:
-    """One system prompt and few-shot turns shared by all; a user message of its own each."""
-    rng = random.Random(seed)
-    pairs = utterances()
-    shots = rng.sample(pairs, 8)
-    head = [
-        {"role": "system", "content": "Name the intent of the user's message in one word."},
-        *(
-            m
-            for i, t in shots
-            for m in ({"role": "user", "content": t}, {"role": "assistant", "content": i})
-        ),
-    ]
-    requests = []
-    for _ in range(n):
-        _, question = rng.choice(pairs)
-        prompt = lm.prompt_ids([*head, {"role": "user", "content": question}])
-        requests.append(Request(prompt, rng.randint(8, 128)))
-    return requests
-
-
-def judge_calls(n: int, seed: int = 2) -> list[list[dict[str, str]]]:
-    rng = random.Random(seed)
-    pairs = utterances()
-    intents = sorted({i for i, _ in pairs})
-    rubric = (
-        "You grade an intent classifier. The user message and the predicted intent follow. "
-        "Answer Yes if the predicted intent is the one the user means, otherwise No. "
-        f"The possible intents are: {', '.join(intents)}. Answer with one word."
-    )
-    calls = []
-    for _ in range(n):
-        intent, text = rng.choice(pairs)
-        guess = intent if rng.random() < 0.5 else rng.choice(intents)
-        user = f"Message: {text}\nPredicted intent: {guess}"
-        calls.append([{"role": "system", "content": rubric}, {"role": "user", "content": user}])
-    return calls
+SECTIONS = ("throughput", "invariance", "contended")
 
 
 async def run_batcher(lm: LocalLM, requests: list[Request], clients: int) -> tuple[int, float]:
@@ -160,7 +77,8 @@ async def run_batcher(lm: LocalLM, requests: list[Request], clients: int) -> tup
 def run_static(lm: LocalLM, requests: list[Request], batch: int) -> tuple[int, float]:
     """The requests in consecutive static batches of `batch`."""
     groups = [requests[i : i + batch] for i in range(0, len(requests), batch)]
-    pad = lm.batcher.pad_token_id
+    pad = lm.tokenizer.pad_token_id
+    pad = min(lm.stop_token_ids) if pad is None else pad
     start = time.perf_counter()
     for group in groups:
         width = max(len(r.prompt_ids) for r in group)
@@ -238,28 +156,79 @@ async def judge(lm: LocalLM, n: int) -> None:
     )
 
 
-async def main(levels: list[int], agent_levels: list[int]) -> None:
+COMPETITOR = """
+import torch
+x = torch.randn(1024, 1024)
+while True:
+    x @ x
+"""
+
+
+async def contended(lm: LocalLM, pool: list[Request], n: int) -> None:
+    """The N-request burst alone, then beside two other processes that run torch matmuls
+    on all cores (as another model process would), with and without the governor."""
+    print(f"\n== contended: {n} varied requests at once, beside 2 processes of torch matmuls")
+    requests = pool[:n]
+    governor = lm.batcher.governor
+
+    def adapt(on: bool) -> None:  # on the batcher's thread: OpenMP thread counts are per thread
+        governor.enabled = on
+        governor.use_threads(governor.full)
+        governor.threads = governor.full
+
+    alone_tokens, alone_s = await run_batcher(lm, requests, n)
+    others = [subprocess.Popen([sys.executable, "-c", COMPETITOR]) for _ in range(2)]
+    try:
+        time.sleep(3)  # until they compute
+        rates = {}
+        for on in (True, False):
+            lm.batcher.call_blocking(partial(adapt, on))
+            drops = governor.drops
+            tokens, seconds = await run_batcher(lm, requests, n)
+            rates[on] = (tokens / seconds, governor.drops - drops)
+    finally:
+        for process in others:
+            process.kill()
+        lm.batcher.call_blocking(partial(adapt, True))
+    alone = alone_tokens / alone_s
+    for on, label in ((True, "threads follow contention"), (False, "all threads, always")):
+        rate, drops = rates[on]
+        print(
+            f"{label:>26}: {rate:.0f} tok/s, {alone / rate:.1f}x slower than alone "
+            f"({alone:.0f} tok/s); dropped to one thread {drops} times"
+        )
+    print("a fair third of 2 cores would cost 3.0x")
+
+
+async def main(levels: list[int], agent_levels: list[int], sections: list[str]) -> None:
     lm = LocalLM(LMSettings())
     print(f"model {lm.model_path}  dtype {lm.model.dtype}  threads {torch.get_num_threads()}")
+    print(lm.describe())
     # Other processes on the same cores slow both engines: the load average tells.
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     pool = varied_requests(lm, 4 * max(levels + [4]))
     await run_batcher(lm, pool[:4], 4)  # warm up both paths
     lm.batcher.call_blocking(lambda: run_static(lm, pool[:2], 2))
-    describe("varied, burst (N at once)", pool[: max(levels)])
-    await compare(lm, pool, levels)
-    describe("varied, sustained (N in flight over a queue of 4N)", pool)
-    await compare(lm, pool, [n for n in levels if n > 1], rounds=4)
-    long = long_prompt_requests(lm, max(levels + [4]))
-    describe("long prompts (a system prompt of its own, nothing shared)", long)
-    await compare(lm, long, levels)
-    agents = agent_requests(lm, max(agent_levels))
-    describe("agent (shared system prompt + few-shot turns)", agents)
-    await compare(lm, agents, agent_levels)
-    await judge(lm, 32)
-    reference = reference_requests(lm, max(levels + [4]))
-    describe("reference (bare user message, equal outputs)", reference)
-    await compare(lm, reference, levels)
+    if "throughput" in sections:
+        describe("varied, burst (N at once)", pool[: max(levels)])
+        await compare(lm, pool, levels)
+        describe("varied, sustained (N in flight over a queue of 4N)", pool)
+        await compare(lm, pool, [n for n in levels if n > 1], rounds=4)
+        long = long_prompt_requests(lm, max(levels + [4]))
+        describe("long prompts (a system prompt of its own, nothing shared)", long)
+        await compare(lm, long, levels)
+        agents = agent_requests(lm, max(agent_levels))
+        describe("agent (shared system prompt + few-shot turns)", agents)
+        await compare(lm, agents, agent_levels)
+        await judge(lm, 32)
+        reference = reference_requests(lm, max(levels + [4]))
+        describe("reference (bare user message, equal outputs)", reference)
+        await compare(lm, reference, levels)
+    if "invariance" in sections:
+        print("\n== batch invariance (benchmarks/batch_invariance.py)")
+        print(await batch_invariance.check(lm, max(levels)))
+    if "contended" in sections:
+        await contended(lm, pool, max(levels))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     lm.close()
 
@@ -268,5 +237,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 16, 32])
     parser.add_argument("--agent-levels", type=int, nargs="+", default=[8, 16, 32])
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="throughput: batcher vs static generate; invariance: alone vs batched, "
+        "invariant vs fast engine; contended: beside two other processes",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.levels, args.agent_levels))
+    asyncio.run(main(args.levels, args.agent_levels, args.sections))

@@ -31,6 +31,13 @@ class LMSettings(BaseModel):
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"  # auto = bf16 where the CPU has it
     max_batch_size: int = 32
     batch_wait_ms: float = 5.0  # how long the micro-batcher gathers requests
+    # A request's tokens and log-probabilities are the same bits alone and in any batch:
+    # the engine checks its kernels on this CPU at start-up and runs those that hold.
+    # false skips the check and any padding it needs (a few % faster, numbers move).
+    batch_invariant: bool = True
+    # Drop to one compute thread while other processes compete for the cores, instead
+    # of spinning at every op's barrier (off only where the thread count changes bits).
+    adapt_threads: bool = True
     # openai: any OpenAI-compatible server (vLLM, llama.cpp server, OpenAI)
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "smollm2-135m-instruct"

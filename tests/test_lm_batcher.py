@@ -1,4 +1,4 @@
-"""The decode engine on the real model, in float32 so batched greedy must equal alone."""
+"""The decode engine on the real model: batched requests give the bits they get alone."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from infra.lm import decode_attention
+from infra.lm.attention import CHUNK
 from infra.lm.batcher import Batcher, Request
 from infra.lm.model_files import resolve_model_path
 from infra.lm.prefix import common_prefix_len
@@ -39,22 +40,10 @@ def parts():
     return model, tokenizer, prompts
 
 
-@pytest.fixture
-def switches() -> list:
-    return []
-
-
-@pytest.fixture
-def batcher(parts, switches):
+@pytest.fixture(scope="module")
+def batcher(parts):
     model, tokenizer, _ = parts
-    engine = Batcher(
-        model,
-        pad_token_id=2,
-        decode=tokenizer.decode,
-        activate_adapter=lambda name: switches.append((name, len(engine.rows))),
-        max_batch_size=3,
-        batch_wait_ms=2,
-    )
+    engine = Batcher(model, decode=tokenizer.decode, max_batch_size=3, batch_wait_ms=2)
     yield engine
     engine.close()
 
@@ -63,18 +52,24 @@ def greedy(prompt: list[int], n: int = 12, **kw) -> Request:
     return Request(prompt, n, stop_token_ids=frozenset({2}), **kw)
 
 
-async def test_batched_greedy_equals_alone(parts, batcher):
+async def test_batched_greedy_equals_alone_to_the_bit(parts, batcher):
     _, _, prompts = parts
-    alone = [(await batcher.generate(greedy(p))).token_ids for p in prompts]
-    together = await asyncio.gather(*(batcher.generate(greedy(p)) for p in prompts))
-    assert [g.token_ids for g in together] == alone  # 4 requests, 3 rows: one joins late
+
+    def tokens_and_logprobs(generations) -> list:
+        return [(g.token_ids, g.logprobs) for g in generations]
+
+    alone = [await batcher.generate(greedy(p, want_logprobs=True)) for p in prompts]
+    together = await asyncio.gather(
+        *(batcher.generate(greedy(p, want_logprobs=True)) for p in prompts)
+    )
+    assert tokens_and_logprobs(together) == tokens_and_logprobs(alone)  # 3 rows: one joins late
 
     async def later(prompt: list[int], delay: float):
         await asyncio.sleep(delay)
-        return await batcher.generate(greedy(prompt))
+        return await batcher.generate(greedy(prompt, want_logprobs=True))
 
     staggered = await asyncio.gather(*(later(p, 0.05 * i) for i, p in enumerate(prompts)))
-    assert [g.token_ids for g in staggered] == alone
+    assert tokens_and_logprobs(staggered) == tokens_and_logprobs(alone)
 
 
 async def test_matches_transformers_generate(parts, batcher):
@@ -106,11 +101,14 @@ async def test_stops_lengths_and_logprobs(parts, batcher):
     assert len(cut.token_ids) <= 4
 
 
-async def test_seeded_sampling_repeats(parts, batcher):
+async def test_seeded_sampling_repeats_alone_and_among_others(parts, batcher):
     _, _, prompts = parts
     req = Request(prompts[0], 8, temperature=1.0, seed=7)
-    first, second = await asyncio.gather(batcher.generate(req), batcher.generate(req))
-    assert first.token_ids == second.token_ids
+    alone = await batcher.generate(req)
+    first, _, second = await asyncio.gather(
+        batcher.generate(req), batcher.generate(greedy(prompts[2])), batcher.generate(req)
+    )
+    assert first.token_ids == second.token_ids == alone.token_ids
 
 
 async def test_errors_reach_the_caller_and_the_worker_survives(parts, batcher):
@@ -122,25 +120,41 @@ async def test_errors_reach_the_caller_and_the_worker_survives(parts, batcher):
     assert len((await batcher.generate(greedy(prompts[0], 2))).token_ids) == 2
 
 
-async def test_adapters_switch_only_between_drained_groups(parts, batcher, switches):
+async def test_adapters_switch_only_between_drained_groups(parts, batcher, monkeypatch):
     _, _, prompts = parts
+    for name in ("a", "b"):
+        batcher.add_adapter(name, dict)  # the base weights again, as a set of their own
+    switches = []
+    switch = batcher._switch
+
+    def spy(adapter):
+        if adapter != batcher.adapter:
+            switches.append((adapter, len(batcher.rows)))
+        return switch(adapter)
+
+    monkeypatch.setattr(batcher, "_switch", spy)
     adapters = ["a", None, "a", "b", None]
     results = await asyncio.gather(
         *(batcher.generate(greedy(prompts[i % 4], 4, adapter=a)) for i, a in enumerate(adapters))
     )
-    assert all(len(r.token_ids) >= 1 for r in results)
+    base = [await batcher.generate(greedy(prompts[i % 4], 4)) for i in range(5)]
+    assert [r.token_ids for r in results] == [b.token_ids for b in base]
     assert all(rows == 0 for _, rows in switches)  # never while rows of another adapter run
-    assert [name for name, _ in switches] == ["a", None, "b"]  # same adapters run together
+    assert [name for name, _ in switches] == ["a", None, "b", None]  # same adapters together
+    with pytest.raises(KeyError, match="unknown adapter"):
+        await batcher.generate(greedy(prompts[0], 2, adapter="missing"))
 
 
-SYSTEM = (
+SYSTEM = (  # longer than one CHUNK of tokens: only whole chunks are shared
     "You are a careful assistant. Answer in one short sentence, name the user's intent "
-    "first, then the reason, as in: play music -> PlayMusic because the user wants a song."
+    "first, then the reason, as in: play music -> PlayMusic because the user wants a song. "
+    "Other intents are GetWeather, BookRestaurant, AddToPlaylist, RateBook, SearchScreeningEvent "
+    "and SearchCreativeWork; when none fits, say Unknown and explain what is missing."
 )
 
 
-async def test_prefix_sharing_is_exact(parts):
-    """Rows prefilled after a shared prefix equal rows prefilled whole (float32)."""
+async def test_prefix_sharing_gives_the_same_bits(parts):
+    """Rows prefilled after a shared prefix equal rows prefilled whole, to the bit."""
     model, tokenizer, _ = parts
 
     def chat(system: str, user: str) -> list[int]:
@@ -158,9 +172,7 @@ async def test_prefix_sharing_is_exact(parts):
     async def run(min_shared: int) -> list:
         engine = Batcher(
             model,
-            pad_token_id=2,
             decode=tokenizer.decode,
-            activate_adapter=lambda _: None,
             max_batch_size=8,
             batch_wait_ms=50,
             min_shared_prefix=min_shared,
@@ -172,8 +184,8 @@ async def test_prefix_sharing_is_exact(parts):
         finally:
             engine.close()
 
-    (plain, _), (sharing, cache) = await run(10**9), await run(32)
-    assert cache._entries  # the groups did share a prefix
-    assert [g.token_ids for g in sharing] == [g.token_ids for g in plain]
-    for a, b in zip(sharing, plain, strict=True):
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    (plain, _), (sharing, cache) = await run(10**9), await run(CHUNK)
+    assert len(cache)  # the groups did share a prefix
+    assert [(g.token_ids, g.logprobs) for g in sharing] == [
+        (g.token_ids, g.logprobs) for g in plain
+    ]

@@ -1,16 +1,19 @@
-"""The fused decode step gives transformers' own logits, and is used only where it applies."""
+"""The fused forward gives transformers' own logits, runs only where it applies, and
+gives a prompt's tokens the same bits however its prefill is split or batched."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from infra.lm import decode_attention
-from infra.lm.fused_decode import FusedDecoder
+from infra.lm.adapters import lora_deltas
+from infra.lm.attention import CHUNK
+from infra.lm.fused_decode import FusedDecoder, Prompt, is_supported
 from infra.lm.kv_slab import KVSlab
 from infra.lm.model_files import resolve_model_path
-from infra.lm.prefix import forward_suffixes
 
 
 def tiny_llama(**overrides) -> LlamaForCausalLM:
@@ -28,28 +31,71 @@ def tiny_llama(**overrides) -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
-def step_both_ways(model, prompts: list[list[int]], next_ids: list[int]):
-    """Prefill `prompts` into a slab, then one decode step by each path on the same slab."""
+def new_slab(model, rows: int = 4) -> KVSlab:
     cfg = model.config
     head_dim = cfg.hidden_size // cfg.num_attention_heads
-    slab = KVSlab(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, model.dtype, 4)
+    return KVSlab(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, model.dtype, rows)
+
+
+def last_logits(model, tokens: list[int]) -> torch.Tensor:
     with torch.inference_mode():
-        _, layers, valid = forward_suffixes(model, prompts, None, pad_id=0)
-        slab.append(layers, valid)
-        mask, positions = slab.step_inputs()
-        ids = torch.tensor([[t] for t in next_ids])
-        fused = FusedDecoder.for_model(model).step(ids, positions, mask, slab)
-        # the same column is written again, with the same values
-        ref = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=slab).logits[
-            :, -1
-        ]
-    return fused, ref
+        return model(input_ids=torch.tensor([tokens])).logits[0, -1]
 
 
-def test_equals_the_model_forward_on_a_ragged_batch():
+def prefill_then_step(model, prompts: list[list[int]], next_ids: list[int]):
+    fused = FusedDecoder(model)
+    slab = new_slab(model)
+    with torch.inference_mode():
+        hidden, kv = fused.prefill([Prompt(p) for p in prompts], fused.base)
+        for layers in kv:
+            slab.add(layers)
+        stepped = fused.step(torch.tensor(next_ids), slab, fused.base)
+    return fused.base.head(hidden), stepped
+
+
+def test_prefill_and_a_step_equal_the_model_forward_on_a_ragged_batch():
     model = tiny_llama()
-    fused, ref = step_both_ways(model, [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12]], [1, 2, 3])
-    torch.testing.assert_close(fused, ref, atol=1e-5, rtol=1e-5)
+    prompts = [[3 + i % 60 for i in range(70)], [3, 4], [10, 11, 12]]  # one spans two chunks
+    prefilled, stepped = prefill_then_step(model, prompts, [1, 2, 3])
+    for row, (prompt, token) in enumerate(zip(prompts, [1, 2, 3], strict=True)):
+        torch.testing.assert_close(prefilled[row], last_logits(model, prompt), atol=1e-5, rtol=1e-5)
+        ref = last_logits(model, prompt + [token])
+        torch.testing.assert_close(stepped[row], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_a_prompt_gets_the_same_bits_whole_after_a_cached_prefix_and_beside_others():
+    model = tiny_llama()
+    fused = FusedDecoder(model)
+    prompt = [(7 * i) % 61 + 3 for i in range(2 * CHUNK + 21)]
+    with torch.inference_mode():
+        whole_hidden, (whole_kv,) = fused.prefill([Prompt(prompt)], fused.base)
+        _, (prefix_kv,) = fused.prefill([Prompt(prompt[: 2 * CHUNK], outputs=[])], fused.base)
+        after = Prompt(prompt[2 * CHUNK :], 2 * CHUNK, prefix_kv)
+        others = [Prompt([5, 6, 7]), Prompt(prompt[: CHUNK + 9])]
+        hidden, kv = fused.prefill([others[0], after, others[1]], fused.base)
+    assert torch.equal(hidden[1], whole_hidden[0])
+    for (k, v), (whole_k, whole_v) in zip(kv[1], whole_kv, strict=True):
+        assert torch.equal(k, whole_k) and torch.equal(v, whole_v)
+
+
+def test_an_adapter_runs_as_merged_weights_with_peft_s_numbers(tmp_path):
+    model = tiny_llama()
+    config = LoraConfig(
+        r=4, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False
+    )
+    peft_model = get_peft_model(tiny_llama(), config)
+    peft_model.save_pretrained(tmp_path)
+    deltas = lora_deltas(model, tmp_path)
+    assert len(deltas) == 3 * model.config.num_hidden_layers
+    assert not any("lora" in name for name, _ in model.named_modules())  # unwrapped again
+    fused = FusedDecoder(model)
+    prompt = [3, 9, 27, 17, 51, 25]
+    with torch.inference_mode():
+        hidden, _ = fused.prefill([Prompt(prompt)], fused.weights(deltas))
+        tuned = fused.base.head(hidden)[0]
+        ref = peft_model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    torch.testing.assert_close(tuned, ref, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(ref, last_logits(model, prompt), atol=1e-3)
 
 
 @pytest.mark.slow
@@ -58,40 +104,18 @@ def test_equals_the_model_forward_on_the_real_model():
         resolve_model_path(), dtype=torch.float32, attn_implementation=decode_attention.NAME
     ).eval()
     prompts = [[1, 4093, 28, 1461, 314], [1, 9690, 30]]
-    fused, ref = step_both_ways(model, prompts, [260, 47])
-    # fused kernels sum in another order: float32 rounding over 30 layers, no more
-    torch.testing.assert_close(fused, ref, atol=5e-4, rtol=1e-4)
-    assert torch.equal(fused.argmax(-1), ref.argmax(-1))
-    with torch.inference_mode():
-        prefilled = FusedDecoder.for_model(model).prefill(prompts, None, pad_id=0)[0]
-        ref = forward_suffixes(model, prompts, None, pad_id=0)[0].logits[:, -1]
-    torch.testing.assert_close(prefilled, ref, atol=5e-4, rtol=1e-4)
-
-
-def test_prefill_equals_the_model_forward_after_a_shared_prefix():
-    model = tiny_llama()
-    fused = FusedDecoder.for_model(model)
-    suffixes = [[5, 6, 7, 8, 9], [3, 4], [10, 11, 12]]
-    with torch.inference_mode():
-        for prefix_ids in ([], [20, 21, 22, 23]):
-            prefix = None
-            if prefix_ids:
-                _, prefix, _ = forward_suffixes(model, [prefix_ids], None, pad_id=0)
-            out, ref_layers, ref_valid = forward_suffixes(model, suffixes, prefix, pad_id=0)
-            logits, layers, valid = fused.prefill(suffixes, prefix, pad_id=0)
-            torch.testing.assert_close(logits, out.logits[:, -1], atol=1e-5, rtol=1e-5)
-            assert torch.equal(valid, ref_valid)
-            for (k, v), (ref_k, ref_v) in zip(layers, ref_layers, strict=True):
-                held = valid[:, None, :, None]  # padding columns may differ: never read
-                torch.testing.assert_close(k * held, ref_k * held, atol=1e-5, rtol=1e-5)
-                torch.testing.assert_close(v * held, ref_v * held, atol=1e-5, rtol=1e-5)
-            # and each row's logits are those of its whole prompt, run alone
-            for row, suffix in enumerate(suffixes):
-                alone = model(input_ids=torch.tensor([prefix_ids + suffix])).logits[0, -1]
-                torch.testing.assert_close(logits[row], alone, atol=1e-5, rtol=1e-5)
+    prefilled, stepped = prefill_then_step(model, prompts, [260, 47])
+    for row, (prompt, token) in enumerate(zip(prompts, [260, 47], strict=True)):
+        # fused kernels sum in another order: float32 rounding over 30 layers, no more
+        torch.testing.assert_close(prefilled[row], last_logits(model, prompt), atol=5e-4, rtol=1e-4)
+        ref = last_logits(model, prompt + [token])
+        torch.testing.assert_close(stepped[row], ref, atol=5e-4, rtol=1e-4)
+        assert stepped[row].argmax() == ref.argmax()
 
 
 def test_only_plain_llama_models_are_fused():
-    assert FusedDecoder.for_model(tiny_llama()) is not None
-    assert FusedDecoder.for_model(tiny_llama(attention_bias=True)) is None
-    assert FusedDecoder.for_model(tiny_llama(hidden_act="gelu")) is None
+    assert is_supported(tiny_llama())
+    assert not is_supported(tiny_llama(attention_bias=True))
+    assert not is_supported(tiny_llama(hidden_act="gelu"))
+    with pytest.raises(ValueError, match="no fused forward"):
+        FusedDecoder(tiny_llama(mlp_bias=True))

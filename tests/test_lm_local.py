@@ -88,8 +88,7 @@ async def test_adapters_load_by_name_and_switch(lm, adapter_dir):
     assert lm.adapters == ["random"]
     tuned = await lm.choice_logprobs(ASK, ["Paris"], adapter="random")
     assert tuned != pytest.approx(base)
-    # base again (a cached prefix may change the summation order: float noise only)
-    assert await lm.choice_logprobs(ASK, ["Paris"]) == pytest.approx(base, abs=1e-4)
+    assert await lm.choice_logprobs(ASK, ["Paris"]) == base  # the base model again
     with_adapter = await lm.complete(ASK, max_tokens=4, adapter="random")
     assert with_adapter.usage.completion_tokens >= 1
     with pytest.raises(KeyError):
@@ -98,9 +97,11 @@ async def test_adapters_load_by_name_and_switch(lm, adapter_dir):
 
 @pytest.mark.slow
 async def test_concurrent_choice_logprobs_equal_one_at_a_time(lm):
-    rubric = (
+    rubric = (  # longer than one chunk of tokens, so that concurrent calls share it
         "You are a strict judge. Read the user's message and the assistant's reply, then say "
-        "whether the reply answers the message correctly and politely. Answer Yes or No."
+        "whether the reply answers the message correctly and politely. A reply that names "
+        "the right city but is rude fails; a reply that is polite but wrong fails too. "
+        "Answer Yes or No."
     )
     replies = ["Paris.", "London, I think.", "The capital of France is Paris!", "No idea."]
     calls = [
@@ -114,6 +115,5 @@ async def test_concurrent_choice_logprobs_equal_one_at_a_time(lm):
     ]
     alone = [await lm.choice_logprobs(m, c) for m, c in calls]
     together = await asyncio.gather(*(lm.choice_logprobs(m, c) for m, c in calls))
-    for a, b in zip(together, alone, strict=True):
-        assert a == pytest.approx(b, abs=1e-4)
-    assert lm.batcher.prefixes._entries  # the rubric was prefilled once and reused
+    assert list(together) == alone
+    assert len(lm.batcher.prefixes)  # the rubric was prefilled once and reused

@@ -1,12 +1,15 @@
-"""Continuous batching for a transformers causal LM on CPU.
+"""Continuous batching for a Llama-family causal LM on CPU.
 
 Async callers submit requests; one worker thread (torch releases the GIL) prefills newly
-arrived requests as a group and runs a lean decode loop over every active row. Rows join
+arrived requests together and runs a lean decode loop over every active row. Rows join
 at the next step and leave as soon as they finish, so a short answer never waits for a
 long one and finished rows stop costing compute.
 
-The KV cache is our own `KVSlab` (preallocated, written in place), and requests that
-share a prompt prefix prefill it once (`prefix`).
+A request's tokens and log-probabilities are the same bits alone and in any batch: its
+prompt is prefilled unpadded and attended on its own, a shared prefix is reused only in
+whole chunks (`prefix`), and the products and the decode attention run the kernels that
+`invariance` checked on this CPU when the worker started. The KV cache is our own
+`KVSlab` (preallocated, written in place).
 
 Keep a process's torch work on this thread (`call`), or in a thread that then ends
 (`infra.lm.threads.run_in_own_thread`). Every long-lived thread that runs a parallel torch
@@ -29,15 +32,13 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from infra.lm.fused_decode import FusedDecoder
-from infra.lm.kv_slab import KVSlab
-from infra.lm.prefix import (
-    Layers,
-    PrefixCache,
-    common_prefix_len,
-    forward_suffixes,
-    group_by_prefix,
-)
+from infra.lm.attention import CHUNK
+from infra.lm.fused_decode import Deltas, FusedDecoder, Prompt, Weights
+from infra.lm.invariance import EnginePlan, check_engine, unchecked_plan
+from infra.lm.kv_slab import KVSlab, Layers
+from infra.lm.packed_linear import PackedLinear
+from infra.lm.prefix import PrefixCache, group_by_prefix
+from infra.lm.thread_governor import ThreadGovernor
 
 ANY_ADAPTER = object()  # a call that may run whatever adapter is active
 
@@ -106,33 +107,42 @@ class Batcher:
         self,
         model: PreTrainedModel,
         *,
-        pad_token_id: int,
         decode: Callable[[list[int]], str],
-        activate_adapter: Callable[[str | None], None],
         max_batch_size: int = 32,
         batch_wait_ms: float = 5.0,
-        prefill_chunk_tokens: int = 2048,
-        min_shared_prefix: int = 16,
+        prefill_tokens: int = 2048,
+        min_shared_prefix: int = CHUNK,
+        batch_invariant: bool = True,
+        adapt_threads: bool = True,
     ):
-        self.model, self.pad_token_id, self.decode = model, pad_token_id, decode
-        self.activate_adapter = activate_adapter
+        self.model, self.decode = model, decode
         self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_ms / 1000
-        self.prefill_chunk_tokens = prefill_chunk_tokens
-        cfg = model.config
-        self.max_positions = getattr(cfg, "max_position_embeddings", 1 << 30)
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        self.slab = KVSlab(cfg.num_hidden_layers, kv_heads, head_dim, model.dtype, max_batch_size)
-        self.prefixes = PrefixCache(min_shared=min_shared_prefix)  # huge: no sharing
-        self.fused: FusedDecoder | None = None  # built on the worker; None: model.forward
+        self.prefill_tokens = prefill_tokens
+        self.batch_invariant, self.adapt_threads = batch_invariant, adapt_threads
+        self.max_positions = getattr(model.config, "max_position_embeddings", 1 << 30)
+        self.prefixes = PrefixCache()
+        self.min_shared = max(min_shared_prefix, CHUNK)
+        # built on the worker thread (see the module docstring): the fused forward, the
+        # KV slab and the weights each adapter runs on
+        self.fused: FusedDecoder
+        self.slab: KVSlab
+        self.weight_sets: dict[str | None, Weights] = {}
+        self._score_heads: dict[str | None, PackedLinear] = {}
+        self.plan: EnginePlan = unchecked_plan()
+        self.governor: ThreadGovernor | None = None
         self.rows: list[_Row] = []
         self.adapter: str | None = None
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending: list[_Job] = []
         self._closed = False
         self._threads = torch.get_num_threads()
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="lm-batcher", daemon=True)
         self._thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            raise self._start_error
 
     # ---- caller side (event loop) ----
 
@@ -160,6 +170,23 @@ class Batcher:
         self._inbox.put(job)
         return job.future.result()
 
+    def add_adapter(self, name: str, deltas: Callable[[], Deltas]) -> None:
+        """Serve `name` as the base weights plus `deltas()`, computed on the worker (its
+        matmuls too, see the module docstring); blocks until it is served."""
+
+        def add() -> None:
+            weights = self.fused.weights(deltas())
+            weights.use(self.plan.plan_for)
+            self.weight_sets[name] = weights
+            self._score_heads.pop(name, None)
+            self.prefixes.clear()  # a reloaded adapter's cached KV is stale
+
+        self.call_blocking(add)
+
+    @property
+    def adapters(self) -> list[str]:
+        return [name for name in self.weight_sets if name is not None]
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -178,10 +205,54 @@ class Batcher:
 
     # ---- worker side ----
 
-    def _run(self) -> None:
+    def _start(self) -> None:
+        """Pack the weights and check the kernels on this thread, at its thread count."""
         torch.set_num_threads(self._threads)  # a new thread would start from all cores
+        self.fused = FusedDecoder(self.model)  # raises for architectures it cannot run
+        fused, base = self.fused, self.fused.base
+        cfg = self.model.config
+        self.slab = KVSlab(
+            cfg.num_hidden_layers,
+            fused.kv_heads,
+            fused.head_dim,
+            self.model.dtype,
+            self.max_batch_size,
+        )
+        self.weight_sets[None] = base
+        if self.batch_invariant:
+            self._use(
+                check_engine(
+                    list(base.layers[0].linears()),
+                    [base.head, self.score_head(None)],
+                    fused.kv_heads,
+                    fused.heads // fused.kv_heads,
+                    fused.head_dim,
+                )
+            )
+        adapt = self.adapt_threads and not self.plan.threads_change_bits
+        self.governor = ThreadGovernor(self._threads, enabled=adapt)
+
+    def use_plan(self, plan: EnginePlan) -> None:
+        """Run another plan from the next step on (benchmarks compare plans side by side)."""
+        self.call_blocking(lambda: self._use(plan))
+
+    def _use(self, plan: EnginePlan) -> None:
+        self.plan = plan
+        self.fused.use_attention(plan.attention)
+        for weights in self.weight_sets.values():
+            weights.use(plan.plan_for)
+        for head in self._score_heads.values():
+            head.plan = plan.plan_for(head)
+
+    def _run(self) -> None:
         with torch.inference_mode():
-            self.fused = FusedDecoder.for_model(self.model)  # on this thread: see the docstring
+            try:
+                self._start()
+            except BaseException as error:  # the constructor raises it
+                self._start_error = error
+                return
+            finally:
+                self._started.set()
             while self._collect():
                 try:
                     self._admit()
@@ -192,6 +263,7 @@ class Batcher:
                         _resolve(row.job, error=error)
                     self.rows.clear()
                     self.slab.remove(list(range(self.slab.n)))
+                self.governor.tick()
         for job in self._pending + [row.job for row in self.rows]:
             _resolve(job, error=RuntimeError("the batcher was closed"))
 
@@ -201,6 +273,7 @@ class Batcher:
             job = self._inbox.get()
             if job is None:
                 return False
+            self.governor.rest()
             self._pending.append(job)
             deadline = time.monotonic() + self.batch_wait_s
             while (left := deadline - time.monotonic()) > 0:
@@ -253,85 +326,104 @@ class Batcher:
             self._prefill(requests)
 
     def _switch(self, adapter: str | None) -> bool:
-        try:
-            self.activate_adapter(adapter)
-        except Exception as error:  # e.g. an unknown adapter: fail only its jobs
+        if adapter not in self.weight_sets:  # fail only its jobs
+            error = KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
             for job in [j for j in self._pending if j.adapter == adapter]:
                 self._pending.remove(job)
                 _resolve(job, error=error)
-            self.activate_adapter(self.adapter)
             return False
         self.adapter = adapter
         return True
 
     def _run_call(self, job: _Job) -> None:
         try:
-            result = job.fn()
-            # fn may have changed adapter state (e.g. loaded one): restore ours
-            self.activate_adapter(self.adapter)
-            _resolve(job, result)
+            _resolve(job, job.fn())
         except Exception as error:
             _resolve(job, error=error)
 
-    def _prefill(self, jobs: list[_Job]) -> None:
-        """Prefill jobs that share a prefix on top of its KV, in chunks of similar length."""
-        prompts = [j.request.prompt_ids for j in jobs]
-        for members, shared in group_by_prefix(prompts, self.prefixes.min_shared):
-            try:
-                prefix = self._prefix(prompts[members[0]][:shared], len(members) > 1)
-            except Exception as error:
-                for i in members:
-                    _resolve(jobs[i], error=error)
-                continue
-            shared = prefix[0][0].shape[2] if prefix else 0
-            members.sort(key=lambda i: len(prompts[i]))
-            chunk: list[_Job] = []
-            for i in members:
-                longest = len(prompts[i]) - shared
-                if chunk and (
-                    longest * (len(chunk) + 1) > self.prefill_chunk_tokens
-                    or longest > 1.25 * (len(chunk[0].request.prompt_ids) - shared)
-                ):
-                    self._prefill_chunk(chunk, prefix)
-                    chunk = []
-                chunk.append(jobs[i])
-            if chunk:
-                self._prefill_chunk(chunk, prefix)
+    def weights(self) -> Weights:
+        return self.weight_sets[self.adapter]
 
-    def _prefix(self, ids: list[int], group: bool) -> Layers | None:
-        """A group's shared prefix is computed (and cached); a lone prompt reuses a cached one."""
-        if group and len(ids) >= self.prefixes.min_shared:
-            return self.prefixes.kv(self.model, ids, self.adapter)
-        return self.prefixes.match(ids, self.adapter)[1]
+    def score_head(self, adapter: str | None) -> PackedLinear:
+        """The vocabulary head in float32 for choice scoring: bf16 logits are ~0.25 apart
+        near 30, so "Yes" and "No" would often tie exactly."""
+        if adapter not in self._score_heads:
+            head = self.weight_sets[adapter].head
+            if head.dtype != torch.float32:
+                head = PackedLinear(self.model.lm_head.weight.detach().float())
+                head.plan = self.plan.plan_for(head)
+            self._score_heads[adapter] = head
+        return self._score_heads[adapter]
 
-    def shared_prefix(self, prompts: list[list[int]], keep: list[int]) -> Layers | None:
-        """The KV of the prefix all `prompts` share, leaving row i its last `keep[i]` tokens.
+    def prefill(
+        self, prompts: list[list[int]], keep: list[int]
+    ) -> tuple[list[torch.Tensor], list[Layers]]:
+        """Prefill `prompts` on the current weights (worker thread): each one's final
+        hidden states at its last `keep[i]` positions [keep, hidden], and its K/V.
 
-        For work run on the worker thread (`call`) outside the decode loop, e.g. scoring.
+        Prompts that share a whole-chunk prefix get its K/V from the cache, or computed
+        once for them all; the rest goes through in passes of at most `prefill_tokens`.
         """
-        shared = min(len(p) - k for p, k in zip(prompts, keep, strict=True))
-        for p in prompts[1:]:
-            shared = common_prefix_len(prompts[0][:shared], p)
-        return self._prefix(prompts[0][:shared], len(prompts) > 1)
+        weights = self.weights()
+        work: list[Prompt | None] = [None] * len(prompts)
+        shared_prefixes: list[tuple[list[int], list[int]]] = []  # (prefix ids, members)
+        for members, shared in group_by_prefix(prompts, self.min_shared, keep):
+            if len(members) > 1 and shared:
+                shared_prefixes.append((prompts[members[0]][:shared], members))
+            else:
+                for i in members:
+                    start, past = self.prefixes.match(prompts[i], self.adapter, keep[i])
+                    work[i] = Prompt(prompts[i][start:], start, past, list(range(-keep[i], 0)))
+        computed = self._prefixes([ids for ids, _ in shared_prefixes], weights)
+        for (ids, members), past in zip(shared_prefixes, computed, strict=True):
+            for i in members:
+                work[i] = Prompt(prompts[i][len(ids) :], len(ids), past, list(range(-keep[i], 0)))
+        hidden, kv = [], []
+        for batch in self._passes(work):
+            out, layers = self.fused.prefill(batch, weights)
+            hidden += list(out.split([len(p.outputs) for p in batch]))
+            kv += layers
+        return hidden, kv
 
-    def _prefill_chunk(self, jobs: list[_Job], prefix: Layers | None) -> None:
+    def _prefixes(self, prefixes: list[list[int]], weights: Weights) -> list[Layers]:
+        """The K/V of each whole-chunk prefix, extending the longest cached match."""
+        work = []
+        for ids in prefixes:
+            start, past = self.prefixes.match(ids, self.adapter, keep=0)
+            work.append(Prompt(ids[start:], start, past, outputs=[]))
+        todo = [p for p in work if p.ids]
+        for batch in self._passes(todo):
+            for prompt, kv in zip(batch, self.fused.prefill(batch, weights)[1], strict=True):
+                prompt.prefix = kv  # now the whole prefix
+        for ids, prompt in zip(prefixes, work, strict=True):
+            if prompt.ids:
+                self.prefixes.put(ids, self.adapter, prompt.prefix)
+        return [p.prefix for p in work]
+
+    def _passes(self, work: list[Prompt]) -> list[list[Prompt]]:
+        """Group prompts into prefill passes of at most `prefill_tokens` new tokens."""
+        passes: list[list[Prompt]] = []
+        tokens = 0
+        for prompt in work:
+            if not passes or tokens + len(prompt.ids) > self.prefill_tokens:
+                passes.append([])
+                tokens = 0
+            passes[-1].append(prompt)
+            tokens += len(prompt.ids)
+        return passes
+
+    def _prefill(self, jobs: list[_Job]) -> None:
         try:
-            shared = prefix[0][0].shape[2] if prefix else 0
-            suffixes = [j.request.prompt_ids[shared:] for j in jobs]
-            if self.fused is not None and self.adapter is None:
-                logits, layers, valid = self.fused.prefill(suffixes, prefix, self.pad_token_id)
-            else:  # the model's own forward runs the active adapter's LoRA layers
-                out, layers, valid = forward_suffixes(
-                    self.model, suffixes, prefix, self.pad_token_id, logits_to_keep=1
-                )
-                logits = out.logits[:, -1]
-            self.slab.append(layers, valid)
+            prompts = [j.request.prompt_ids for j in jobs]
+            hidden, kv = self.prefill(prompts, [1] * len(jobs))
+            logits = self.weights().head(torch.cat(hidden))
         except Exception as error:
             for job in jobs:
                 _resolve(job, error=error)
             return
         first = len(self.rows)
-        for job in jobs:
+        for job, layers in zip(jobs, kv, strict=True):
+            self.slab.add(layers)
             req = job.request
             gen = None
             if req.temperature > 0:
@@ -341,21 +433,8 @@ class Batcher:
         self._accept(logits, range(first, len(self.rows)))
 
     def _decode_step(self) -> None:
-        slab = self.slab
-        mask, positions = slab.step_inputs()
-        ids = torch.tensor([[row.tokens[-1]] for row in self.rows])
-        if self.fused is not None and self.adapter is None:
-            logits = self.fused.step(ids, positions, mask, slab)
-        else:  # the model's own forward runs the active adapter's LoRA layers
-            logits = self.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                cache=slab,
-                use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1]
-        slab.advance()
+        ids = torch.tensor([row.tokens[-1] for row in self.rows])
+        logits = self.fused.step(ids, self.slab, self.weights())
         self._accept(logits, range(len(self.rows)))
 
     def _accept(self, logits: torch.Tensor, slots: range) -> None:

@@ -2,22 +2,19 @@
 
 A judge scores many items at once, each call asking how likely "Yes" and "No" are after
 its prompt. Calls that arrive while the worker is busy wait together and are scored in
-one forward, on top of the prefix they share (the judge's rubric).
+one prefill, on top of the prefix they share (the judge's rubric). A call's scores are
+the same bits alone and among others (see `batcher`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from transformers import PreTrainedModel
 
 from infra.lm.batcher import Batcher
-from infra.lm.prefix import forward_suffixes
 
 
 @dataclass
@@ -29,8 +26,8 @@ class _Item:
 
 
 class ChoiceScorer:
-    def __init__(self, model: PreTrainedModel, batcher: Batcher, head: Callable[[], torch.Tensor]):
-        self.model, self.batcher, self.head = model, batcher, head
+    def __init__(self, batcher: Batcher):
+        self.batcher = batcher
         self._waiting: dict[Any, list[_Item]] = {}  # per adapter
         self._lock = threading.Lock()
 
@@ -75,16 +72,11 @@ class ChoiceScorer:
         for per_answer in reads:
             for row, back, _ in (r for answer in per_answer for r in answer):
                 keep[row] = max(keep[row], back)
-        prefix = self.batcher.shared_prefix(rows, keep)
-        shared = prefix[0][0].shape[2] if prefix else 0
-        hidden = forward_suffixes(
-            self.model.model, [r[shared:] for r in rows], prefix, self.batcher.pad_token_id
-        )[0].last_hidden_state
+        hidden = self.batcher.prefill(rows, keep)[0]
         where = [r for per_answer in reads for answer in per_answer for r in answer]
-        picked = hidden[[r for r, _, _ in where], [-b for _, b, _ in where]]
-        # The head in float32: bf16 logits are ~0.25 apart near 30, so "Yes" and "No"
-        # often tie exactly and a judge reading them would lose its whole signal.
-        logp = torch.log_softmax(F.linear(picked.float(), self.head()), -1)
+        picked = torch.stack([hidden[r][keep[r] - back] for r, back, _ in where])
+        logits = self.batcher.score_head(self.batcher.adapter)(picked.float())
+        logp = torch.log_softmax(logits, -1)
         values = iter(logp[range(len(where)), [t for _, _, t in where]].tolist())
         return [
             [sum(next(values) for _ in answer) for answer in per_answer] for per_answer in reads

@@ -1,29 +1,34 @@
-"""Decode steps and prompt prefills of a Llama-family model, with fused projections.
+"""The engine's forward pass of a Llama-family model: prompt prefills and decode steps.
 
 On a 2-core CPU a decode step is bound by streaming the weights from memory plus a fixed
 cost per op. transformers runs 7 projections per layer and ~1,000 small ops per step;
 here q/k/v are one matmul and gate/up another (4 per layer), all on weights packed once
-for oneDNN (`packed_linear`), a step's attention is grouped per K/V head on the slab (as
-in `decode_attention`), and nothing else is computed. Prefills run the same layers with
-torch's SDPA over each prompt. The rotary tables come from the model's own module; in
-float32 the logits equal transformers' forward up to summation order
-(tests/test_lm_fused_decode.py).
+for oneDNN (`packed_linear`), and nothing else is computed. A prefill puts every prompt's
+tokens through the same products as one block of rows, with no padding, and attends per
+prompt in fixed chunks (`attention`); a step attends over the KV slab. The rotary tables
+come from the model's own module; in float32 the logits equal transformers' forward up to
+summation order (tests/test_lm_fused_decode.py).
 
-Only the base weights are fused: while a peft adapter is active the batcher uses the
-model's own forward, whose LoRA layers these would skip.
+A LoRA adapter is served as its own set of weights, the base merged with the adapter's
+delta (peft computes it), so it runs the same fused, packed products as the base model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from infra.lm.kv_slab import KVSlab
+from infra.lm.attention import DECODE_KERNELS, DecodeAttention, chunks, prompt_chunk
+from infra.lm.kv_slab import KVSlab, Layers
 from infra.lm.packed_linear import PackedLinear
-from infra.lm.prefix import Layers
+from infra.lm.row_plan import RowPlan
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+Deltas = dict[str, torch.Tensor]  # module name ("model.layers.3.self_attn.q_proj") -> delta W
 
 
 @dataclass(frozen=True)
@@ -35,108 +40,172 @@ class _Layer:
     gate_up: PackedLinear  # [2 * intermediate, hidden]
     down: PackedLinear
 
+    def linears(self) -> tuple[PackedLinear, ...]:
+        return (self.qkv, self.o, self.gate_up, self.down)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The model's weights as the engine runs them: the base model's, or an adapter's."""
+
+    layers: list[_Layer]
+    head: PackedLinear
+
+    def use(self, plan_for: Callable[[PackedLinear], RowPlan]) -> None:
+        """Group every product's rows as `plan_for` says (see `invariance`)."""
+        for linear in [self.head, *(lin for layer in self.layers for lin in layer.linears())]:
+            linear.plan = plan_for(linear)
+
+
+@dataclass
+class Prompt:
+    """Tokens to prefill: `ids` at positions start.., after `prefix` (the K/V of positions
+    0..start-1 per layer, [kv_heads, start, dim]); `outputs` indexes the `ids` whose final
+    hidden state comes back."""
+
+    ids: list[int]
+    start: int = 0
+    prefix: Layers | None = None
+    outputs: list[int] = field(default_factory=lambda: [-1])
+
+
+def is_supported(model: PreTrainedModel) -> bool:
+    cfg = model.config
+    return (
+        cfg.model_type == "llama"
+        and not getattr(cfg, "attention_bias", False)
+        and not getattr(cfg, "mlp_bias", False)
+        and cfg.hidden_act == "silu"
+    )
+
 
 class FusedDecoder:
-    """`step(...)` gives the next-token logits of every slab row; `for_model` or None."""
+    """`prefill(prompts, weights)` and `step(...)` of a Llama-family model."""
 
-    @staticmethod
-    def for_model(model: PreTrainedModel) -> FusedDecoder | None:
+    def __init__(self, model: PreTrainedModel, attention: str = "one-shot"):
+        if not is_supported(model):
+            raise ValueError(f"no fused forward for model type {model.config.model_type!r}")
         cfg = model.config
-        plain = (
-            cfg.model_type == "llama"
-            and not getattr(cfg, "attention_bias", False)
-            and not getattr(cfg, "mlp_bias", False)
-            and cfg.hidden_act == "silu"
-        )
-        return FusedDecoder(model) if plain else None
-
-    def __init__(self, model: PreTrainedModel):
-        cfg = model.config
+        self.model = model
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.eps = cfg.rms_norm_eps
         self.embed = model.model.embed_tokens
         self.rotary = model.model.rotary_emb
         self.norm = model.model.norm.weight
-        self.head = PackedLinear(model.lm_head.weight)
-        self.layers = []
+        self.attention: DecodeAttention = DECODE_KERNELS[attention]
+        self.base = self.weights()
+
+    def use_attention(self, kernel: str) -> None:
+        """The decode attention kernel (`attention.DECODE_KERNELS`) that `invariance` chose."""
+        self.attention = DECODE_KERNELS[kernel]
+
+    def weights(self, deltas: Deltas | None = None) -> Weights:
+        """The packed weights of the base model, plus `deltas` where given."""
+        deltas = deltas or {}
+        unknown = (
+            set(deltas)
+            - {
+                f"model.layers.{i}.{part}.{p}"
+                for i in range(len(self.model.model.layers))
+                for part, names in (("self_attn", PROJECTIONS[:4]), ("mlp", PROJECTIONS[4:]))
+                for p in names
+            }
+            - {"lm_head"}
+        )
+        if unknown:
+            raise ValueError(
+                f"an adapter changes modules the engine cannot merge: {sorted(unknown)}"
+            )
+
+        def weight(name: str, module: torch.nn.Module) -> torch.Tensor:
+            w = getattr(module, "base_layer", module).weight.detach()  # under peft or not
+            delta = deltas.get(name)
+            return w if delta is None else (w.float() + delta.float()).to(w.dtype)
+
+        layers = []
         q_size = self.heads * self.head_dim
         with torch.no_grad():
-            for layer in model.model.layers:
+            for i, layer in enumerate(self.model.model.layers):
                 attn, mlp = layer.self_attn, layer.mlp
-                # built when the batcher starts, before any peft adapter wraps these
-                qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+                at, ml = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
+                qkv = torch.cat(
+                    [weight(at + p, getattr(attn, p)) for p in ("q_proj", "k_proj", "v_proj")]
+                )
                 # rotary embeddings are linear, so the attention scale can live in q's
-                # weights (exact in bf16 for head_dim 64: the scale is 1/8)
+                # weights (exact for head_dim 64: the scale is 1/8)
                 qkv[:q_size] *= self.head_dim**-0.5
-                gate_up = [mlp.gate_proj.weight, mlp.up_proj.weight]
-                self.layers.append(
+                gate_up = [weight(ml + p, getattr(mlp, p)) for p in ("gate_proj", "up_proj")]
+                layers.append(
                     _Layer(
                         input_norm=layer.input_layernorm.weight,
                         qkv=PackedLinear(qkv),
-                        o=PackedLinear(attn.o_proj.weight),
+                        o=PackedLinear(weight(at + "o_proj", attn.o_proj)),
                         post_norm=layer.post_attention_layernorm.weight,
                         gate_up=PackedLinear(torch.cat(gate_up)),
-                        down=PackedLinear(mlp.down_proj.weight),
+                        down=PackedLinear(weight(ml + "down_proj", mlp.down_proj)),
                     )
                 )
+            head = PackedLinear(weight("lm_head", self.model.lm_head))
+        return Weights(layers, head)
 
-    def step(
-        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, slab: KVSlab
-    ) -> torch.Tensor:
-        """ids and positions [rows, 1], mask [rows, 1, 1, cols] -> logits [rows, vocab].
+    def step(self, ids: torch.Tensor, slab: KVSlab, weights: Weights) -> torch.Tensor:
+        """One token per slab row, ids [rows] -> next-token logits [rows, vocab].
 
         Every op here runs 30 times a step, and on 2 cores each costs ~5-15 us however
         small: so one additive mask per step, q and k rotated together, residual adds in
         place, and norms through one fused kernel.
         """
-        rows = ids.shape[0]
-        bias = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+        positions, bias = slab.step_inputs()
+        rows, group = ids.shape[0], self.heads // self.kv_heads
 
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-            keys, values = slab.update(k[:, :, None], v[:, :, None], index)
-            return _grouped_attention(q, keys, values, bias).reshape(rows, -1)
+            keys, values = slab.write(index, k, v)
+            q = q.view(rows, self.kv_heads, group, self.head_dim)
+            return self.attention(q, keys, values, bias, slab.lengths[:rows] + 1).view(rows, -1)
 
-        x = self._layers(self.embed(ids)[:, 0], positions, attend)
-        return self.head(F.rms_norm(x, x.shape[-1:], self.norm, self.eps))
+        x = self._layers(self.embed(ids), positions, attend, weights)
+        slab.advance()
+        return weights.head(F.rms_norm(x, x.shape[-1:], self.norm, self.eps))
 
-    def prefill(
-        self, suffixes: list[list[int]], prefix: Layers | None, pad_id: int
-    ) -> tuple[torch.Tensor, Layers, torch.Tensor]:
-        """`forward_suffixes` on these weights: left-padded suffixes after a shared prefix.
+    def prefill(self, prompts: list[Prompt], weights: Weights) -> tuple[torch.Tensor, list[Layers]]:
+        """All prompts' tokens in one pass, unpadded.
 
-        Returns the logits of each suffix's last token [rows, vocab], the K/V per layer
-        [rows, kv_heads, prefix + width, dim] and which of those columns are valid.
+        Returns the final (normed) hidden state of each prompt's `outputs`, in order
+        [outputs, hidden], and each prompt's K/V per layer [kv_heads, start + len, dim].
         """
-        g, width = len(suffixes), max(map(len, suffixes))
-        shared = prefix[0][0].shape[2] if prefix else 0
-        ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in suffixes])
-        own = torch.arange(width) >= torch.tensor([width - len(s) for s in suffixes])[:, None]
-        valid = torch.cat([torch.ones(g, shared, dtype=torch.bool), own], 1)
-        positions = shared + (own.long().cumsum(-1) - 1).clamp(min=0)
-        # causal over the valid columns; a padding query sees itself, so no row is empty
-        # (its output is never used, and slab.append zeroes its K/V)
-        query_col = shared + torch.arange(width)[:, None]
-        causal = torch.arange(shared + width) <= query_col
-        mask = (causal & valid[:, None]) | (torch.arange(shared + width) == query_col)
-        layers: Layers = []
+        ids = torch.tensor([t for p in prompts for t in p.ids])
+        positions = torch.cat([torch.arange(p.start, p.start + len(p.ids)) for p in prompts])
+        offsets = [0]
+        for p in prompts:
+            offsets.append(offsets[-1] + len(p.ids))
+        kv: list[Layers] = [[] for _ in prompts]
 
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-            q, k, v = (t.view(g, width, -1, t.shape[-1]).transpose(1, 2) for t in (q, k, v))
-            if prefix:
-                k = torch.cat([prefix[index][0].expand(g, -1, -1, -1), k], 2)
-                v = torch.cat([prefix[index][1].expand(g, -1, -1, -1), v], 2)
-            layers.append((k, v))
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask[:, None], scale=1.0, enable_gqa=True
-            )
-            return out.transpose(1, 2).reshape(g * width, -1)
+            out = torch.empty_like(q)  # [tokens, heads, dim]
+            for p, at, own in zip(prompts, offsets, kv, strict=False):
+                keys, values = k[at : at + len(p.ids)].transpose(0, 1), v[at : at + len(p.ids)]
+                values = values.transpose(0, 1)
+                if p.prefix:
+                    keys = torch.cat([p.prefix[index][0], keys], 1)
+                    values = torch.cat([p.prefix[index][1], values], 1)
+                keys, values = keys.contiguous(), values.contiguous()
+                own.append((keys, values))
+                for lo, hi in chunks(p.start, p.start + len(p.ids)):
+                    rows = slice(at + lo - p.start, at + hi - p.start)
+                    out[rows] = prompt_chunk(q[rows], keys[:, :hi], values[:, :hi], lo)
+            return out.view(q.shape[0], -1)
 
-        x = self._layers(self.embed(ids).view(g * width, -1), positions.view(-1, 1), attend)
-        last = x.view(g, width, -1)[:, -1]
-        return self.head(F.rms_norm(last, last.shape[-1:], self.norm, self.eps)), layers, valid
+        x = self._layers(self.embed(ids), positions[:, None], attend, weights)
+        picked = [
+            at + (o % len(p.ids))
+            for p, at in zip(prompts, offsets, strict=False)
+            for o in p.outputs
+        ]
+        last = x[picked]
+        return F.rms_norm(last, last.shape[-1:], self.norm, self.eps), kv
 
-    def _layers(self, x: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
+    def _layers(self, x: torch.Tensor, positions: torch.Tensor, attend, weights: Weights):
         """x [tokens, hidden] and positions [tokens, 1] through every layer.
 
         `attend(layer, q, k, v)` gets the rotated q [tokens, heads, dim] (already scaled),
@@ -147,7 +216,7 @@ class FusedDecoder:
         # rotate_half(t) * sin == t.roll(dim / 2) * (sin with its first half negated)
         sin = torch.cat([-sin[..., : dim // 2], sin[..., dim // 2 :]], -1)
         width = x.shape[-1:]
-        for index, layer in enumerate(self.layers):
+        for index, layer in enumerate(weights.layers):
             h = F.rms_norm(x, width, layer.input_norm, self.eps)
             qkv = layer.qkv(h).view(x.shape[0], heads + 2 * kv_heads, dim)
             qk = qkv[:, : heads + kv_heads]
@@ -157,18 +226,3 @@ class FusedDecoder:
             gate, up = layer.gate_up(F.rms_norm(x, width, layer.post_norm, self.eps)).chunk(2, -1)
             x = layer.down(F.silu(gate).mul_(up)).add_(x)
         return x
-
-
-def _grouped_attention(
-    query: torch.Tensor,  # [rows, heads, dim], already scaled
-    key: torch.Tensor,  # [rows, kv_heads, cols, dim]
-    value: torch.Tensor,
-    bias: torch.Tensor,  # [rows, 1, 1, cols]: 0 or -inf
-) -> torch.Tensor:
-    """grouped_decode_attention with the scale in q and the mask as one additive bias."""
-    rows, heads, dim = query.shape
-    kv_heads = key.shape[1]
-    grouped = query.reshape(rows, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(key, grouped.transpose(-1, -2)).transpose(-1, -2)
-    weights = torch.softmax(scores.float() + bias, -1).to(value.dtype)
-    return torch.matmul(weights, value)

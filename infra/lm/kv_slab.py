@@ -1,34 +1,27 @@
-"""The decode engine's KV cache: preallocated per-layer buffers plus a validity mask.
+"""The decode engine's KV cache: preallocated per-layer buffers, one row per request.
 
 A DynamicCache would `torch.cat` the whole cache on every step (at 32 rows x 300 tokens
 that copy is as large as the weights read per step); the slab writes one column in place.
+Each row holds its tokens at columns 0..length-1 (left-aligned, whatever its neighbours)
+and zeros after them, so a row's attention sums see the same values in the same lanes
+however wide the slab is (see `attention`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from infra.lm.prefix import Layers
+from infra.lm.attention import BLOCK
 
-GROWTH = 16  # free columns added when the buffers fill up
+Layers = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values) [kv_heads, n, dim]
 
 
 class KVSlab:
-    """Preallocated K/V buffers [rows, kv_heads, cols, head_dim] for every layer.
+    """K/V buffers [rows, kv_heads, cols, head_dim] for every layer; rows 0..n-1 are live.
 
-    Active rows are 0..n-1. Every step attends over all `cols` columns: the buffers'
-    leading rows are then one contiguous block, which bf16 bmm reads in place, whereas a
-    column window is a strided view it first copies (that copy was 10% of a 25-row step).
-    Columns a row does not hold are masked, and hold zeros: a masked NaN still poisons
-    the weighted sum. When the columns run out, `_relayout` drops the columns left of
-    every live row and adds GROWTH free ones, so at most GROWTH - 1 columns are idle.
-
-    `valid[row, col]` says which columns hold a token of the row: a prompt prefilled
-    after a shared prefix has padding between the two, so a row's tokens need not be
-    contiguous. Position ids come from `length` (tokens held), never from the column,
-    which is what lets rows share a prefix. The model calls `update` once per layer.
+    `cols` is the smallest multiple of BLOCK that holds every live row plus the column
+    the next step writes, so a step reads no more than it needs: the buffers grow when a
+    row reaches the edge and shrink when the longest row leaves.
     """
 
     def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, rows: int):
@@ -36,77 +29,68 @@ class KVSlab:
         self.n_layers, self.dtype = n_layers, dtype
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.valid = torch.zeros(rows, 0, dtype=torch.bool)
-        self.first = torch.zeros(rows, dtype=torch.long)  # each row's first valid column
-        self.length = torch.zeros(rows, dtype=torch.long)
-        self.n = self.end = 0  # rows in use; the column the next step writes
+        self.lengths = torch.zeros(rows, dtype=torch.long)  # tokens each row holds
+        self.n = 0
+        self._step_at = torch.zeros(0, dtype=torch.long)  # set by step_inputs
 
     @property
     def cols(self) -> int:
         return self.keys[0].shape[2] if self.keys else 0
 
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, **_: Any):
-        """Write the step's K/V at column `end` (`advance` moves `end` after the step)."""
-        n, col = self.n, self.end
-        self.keys[layer_idx][:n, :, col] = key[:, :, 0]
-        self.values[layer_idx][:n, :, col] = value[:, :, 0]
-        return self.keys[layer_idx][:n], self.values[layer_idx][:n]
+    def add(self, layers: Layers) -> None:
+        """A prefilled row: its K/V per layer, [kv_heads, length, dim]."""
+        length = layers[0][0].shape[1]
+        if length > self.cols:
+            self._resize(length)
+        row = self.n
+        for keys, values, (k, v) in zip(self.keys, self.values, layers, strict=True):
+            keys[row, :, :length] = k
+            values[row, :, :length] = v
+            keys[row, :, length:] = 0  # a finished row may have left its tokens here
+            values[row, :, length:] = 0
+        self.lengths[row] = length
+        self.n += 1
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The 4D boolean mask and the position ids of the next decode step."""
-        if self.end == self.cols:
-            self._relayout(0)
-        n = self.n
-        self.valid[:n, self.end] = True
-        return self.valid[:n, None, None, :], self.length[:n, None]
+        """Position ids [n, 1] of the next step, and its additive mask [n, 1, 1, cols]."""
+        n, lengths = self.n, self.lengths[: self.n]
+        self._resize(int(lengths.max()) + 1)
+        hidden = torch.arange(self.cols) > lengths[:, None]  # the step's own column is seen
+        bias = torch.zeros(n, self.cols).masked_fill_(hidden, float("-inf"))
+        # where each row's next column starts in a buffer seen as [rows * heads * cols, dim]
+        heads = self.shape[1]
+        first = torch.arange(n * heads).view(n, heads) * self.cols
+        self._step_at = (first + lengths[:, None]).view(-1)
+        return lengths[:, None].clone(), bias[:, None, None]
+
+    def write(self, layer: int, key: torch.Tensor, value: torch.Tensor):
+        """The step's K/V [n, kv_heads, dim] at each row's next column; returns the layer's
+        live keys and values [n, kv_heads, cols, dim]."""
+        n, dim = self.n, self.shape[3]
+        # one row copy per (row, head): an index assignment on two dims was 10x slower
+        self.keys[layer].view(-1, dim).index_copy_(0, self._step_at, key.reshape(-1, dim))
+        self.values[layer].view(-1, dim).index_copy_(0, self._step_at, value.reshape(-1, dim))
+        return self.keys[layer][:n], self.values[layer][:n]
 
     def advance(self) -> None:
-        self.end += 1
-        self.length[: self.n] += 1
+        self.lengths[: self.n] += 1
 
-    def append(self, layers: Layers, valid: torch.Tensor) -> None:
-        """Add prefilled rows (K/V per layer, `valid` [rows, width]) ending just before `end`."""
-        g, width = valid.shape
-        if width > self.end:  # make room on the left
-            self._relayout(width - (self.end - self._live_from()))
-        rows, new = slice(self.n, self.n + g), slice(self.end - width, self.end)
-        pad = ~valid[:, None, :, None]
-        for keys, values, (k, v) in zip(self.keys, self.values, layers, strict=True):
-            # the rows' other columns may hold a finished row's tokens: zero them
-            keys[rows, :, : new.start] = 0
-            values[rows, :, : new.start] = 0
-            keys[rows, :, new] = k.masked_fill(pad, 0)
-            values[rows, :, new] = v.masked_fill(pad, 0)
-        self.valid[rows] = False
-        self.valid[rows, new] = valid
-        self.first[rows] = new.start + valid.long().argmax(1)
-        self.length[rows] = valid.sum(1)
-        self.n += g
-
-    def _live_from(self) -> int:
-        """The first column any live row holds (`end` when there are none)."""
-        return int(self.first[: self.n].min()) if self.n else self.end
-
-    def _relayout(self, shift: int) -> None:
-        """Move the live columns to start at `shift` in fresh buffers with GROWTH free ones."""
-        live = self._live_from()
-        width, span = self.end - live, slice(live, self.end)
+    def _resize(self, needed: int) -> None:
+        """Make `cols` the smallest multiple of BLOCK >= needed (grow or shrink)."""
+        cols = -(-needed // BLOCK) * BLOCK
+        if cols == self.cols:
+            return
         rows, heads, _, dim = self.shape
-        cols = shift + width + GROWTH
+        keep = min(cols, self.cols)
 
         def moved(old: torch.Tensor | None) -> torch.Tensor:
             new = torch.zeros(rows, heads, cols, dim, dtype=self.dtype)
             if old is not None:
-                new[: self.n, :, shift : shift + width] = old[: self.n, :, span]
+                new[: self.n, :, :keep] = old[: self.n, :, :keep]
             return new
 
         self.keys = [moved(k) for k in self.keys or [None] * self.n_layers]
         self.values = [moved(v) for v in self.values or [None] * self.n_layers]
-        valid = torch.zeros(rows, cols, dtype=torch.bool)
-        valid[: self.n, shift : shift + width] = self.valid[: self.n, span]
-        self.valid = valid
-        self.first[: self.n] += shift - live
-        self.end = shift + width
 
     def remove(self, dead: list[int]) -> list[tuple[int, int]]:
         """Drop rows by moving the last live rows into their slots; returns (src, dst) moves."""
@@ -118,13 +102,9 @@ class KVSlab:
         if moves:
             src, dst = torch.tensor(movers), torch.tensor(holes)
             for buf in (*self.keys, *self.values):
-                buf[dst, :, : self.end] = buf[src, :, : self.end]
-            self.valid[dst] = self.valid[src]
-            self.first[dst] = self.first[src]
-            self.length[dst] = self.length[src]
+                buf[dst] = buf[src]
+            self.lengths[dst] = self.lengths[src]
         self.n = n
         if not n:  # free the memory while idle
             self.keys, self.values = [], []
-            self.valid = self.valid[:, :0]
-            self.end = 0
         return moves

@@ -1,4 +1,4 @@
-"""The in-process backend: a transformers chat model (plus peft adapters) on the batcher."""
+"""The in-process backend: a transformers chat model (plus LoRA adapters) on the batcher."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from infra.errors import UserFacingError
 from infra.lm import decode_attention
+from infra.lm.adapters import lora_deltas
 from infra.lm.batcher import Batcher, Generation, Request
 from infra.lm.choice_scorer import ChoiceScorer
+from infra.lm.cpu import cpu_has_fast_bf16
+from infra.lm.fused_decode import is_supported
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.settings import LMSettings
@@ -26,13 +30,8 @@ class LocalCompletion(Completion):
     top_logprobs: list[dict[str, float]] | None = None  # alternatives per token
 
 
-def cpu_has_fast_bf16() -> bool:
-    """bf16 is ~2x faster than fp32 only with native instructions (else it is emulated)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+class UnsupportedModelError(UserFacingError):
+    """The checkpoint's architecture has no fused forward in the local engine."""
 
 
 def pick_dtype(setting: str) -> torch.dtype:
@@ -51,62 +50,50 @@ class LocalLM:
         path = resolve_model_path(settings.model_path)
         self.model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        # sdpa for prompts, a grouped kernel for decode steps; both read the batcher's 4D
-        # boolean masks (eager attention would misread them)
+        # The engine runs its own forward; the model's own (transformers' generate, a
+        # reference in tests and benchmarks) gets the grouped decode-step kernel.
         self.model = AutoModelForCausalLM.from_pretrained(
             path, dtype=pick_dtype(settings.dtype), attn_implementation=decode_attention.NAME
         ).eval()
+        if not is_supported(self.model):
+            raise UnsupportedModelError(
+                f"{path} is a {self.model.config.model_type!r} model; the local engine runs "
+                "Llama-architecture checkpoints (model_type 'llama', no biases, SiLU). Serve "
+                "it with vLLM and set lm.backend = 'openai'."
+            )
         eos = self.model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
         self.stop_token_ids = frozenset(
             t for t in [*eos, self.tokenizer.eos_token_id] if t is not None
         )
-        pad = self.tokenizer.pad_token_id
-        self._head: torch.Tensor | None = None  # float32 copy of lm_head, for scoring
-        self._peft = None  # a PeftModel around self.model, made by the first load_adapter
         self.batcher = Batcher(
             self.model,
-            pad_token_id=pad if pad is not None else min(self.stop_token_ids),
             decode=self.tokenizer.decode,
-            activate_adapter=self._activate,
             max_batch_size=settings.max_batch_size,
             batch_wait_ms=settings.batch_wait_ms,
+            batch_invariant=settings.batch_invariant,
+            adapt_threads=settings.adapt_threads,
         )
-        self.scorer = ChoiceScorer(self.model, self.batcher, self._head_fp32)
+        self.scorer = ChoiceScorer(self.batcher)
+
+    def describe(self) -> str:
+        """The engine this process runs: dtype, threads, and what was checked on this CPU."""
+        return (
+            f"local engine: {self.model.dtype} on {torch.get_num_threads()} threads, "
+            f"{self.batcher.plan.describe()}"
+        )
 
     @property
     def adapters(self) -> list[str]:
-        return list(self._peft.peft_config) if self._peft is not None else []
+        return self.batcher.adapters
 
     def load_adapter(self, name: str, path: str | Path) -> None:
-        """Load a peft adapter saved at `path`; requests then ask for it by `name`.
+        """Load a peft LoRA adapter saved at `path`; requests then ask for it by `name`.
 
-        Runs on the batcher thread between decode steps (peft edits the model's modules),
-        so it is safe while requests are in flight; it blocks for well under a second.
+        It is served as its own weights, the base plus peft's delta for each adapted
+        module, so it runs the engine's fused products; loading blocks for a second or two.
         """
-
-        def load() -> None:
-            from peft import PeftModel
-
-            if self._peft is None:  # injects LoRA layers into self.model in place
-                self._peft = PeftModel.from_pretrained(self.model, str(path), adapter_name=name)
-            else:
-                self._peft.load_adapter(str(path), adapter_name=name)
-            self._peft.eval()
-            self.batcher.prefixes.clear()  # cached KV was computed with the old weights
-
-        self.batcher.call_blocking(load)
-
-    def _activate(self, adapter: str | None) -> None:
-        """Runs on the batcher thread between groups of rows."""
-        if adapter is None:
-            if self._peft is not None:
-                self._peft.base_model.disable_adapter_layers()
-            return
-        if adapter not in self.adapters:
-            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
-        self._peft.base_model.enable_adapter_layers()
-        self._peft.base_model.set_adapter(adapter)
+        self.batcher.add_adapter(name, lambda: lora_deltas(self.model, path))
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         return self.tokenizer.apply_chat_template(
@@ -178,11 +165,6 @@ class LocalLM:
         prompt = self.prompt_ids(messages)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
         return await self.scorer.score(prompt, answers, adapter)
-
-    def _head_fp32(self) -> torch.Tensor:
-        if self._head is None:
-            self._head = self.model.lm_head.weight.detach().float()
-        return self._head
 
     def close(self) -> None:
         self.batcher.close()

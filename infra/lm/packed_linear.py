@@ -1,19 +1,19 @@
-"""x @ W.T with W reordered once into oneDNN's blocked layout, for the decode step.
+"""x @ W.T with W reordered once into oneDNN's blocked layout, for the decode engine.
 
-On this 2-core CPU a bf16 `F.linear` over SmolLM2's layers takes 15 ms at 1 row and
-24 ms at 32 rows; the same products on pre-packed weights take 6 and 15 ms (same
-values, bit for bit: benchmarks/local_lm.py shows the effect end to end). The packed ops
-are the ones torch's own inductor uses for frozen CPU weights, and a row's product is the
-same bits whatever the number of rows in the call (oneDNN's fused residual add is not:
-one row takes another kernel), so a decode step does not change a row's numbers when
-the rows beside it come and go. Where the ops are missing (a torch build without oneDNN,
-a dtype it cannot pack) this falls back to `F.linear`.
+On a 2-core CPU a bf16 `F.linear` over SmolLM2's layers takes 15 ms at 1 row and 24 ms
+at 32 rows; the same products on pre-packed weights take 6 and 15 ms (same values, bit
+for bit). The packed ops are the ones torch's own inductor uses for frozen CPU weights.
+Which row counts give a row the same bits depends on the CPU (`row_plan`), so every call
+goes through the plan the engine checked at start-up. Where the ops are missing (a torch
+build without oneDNN, a dtype it cannot pack) this falls back to `F.linear`.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from infra.lm.row_plan import ANY_ROWS, RowPlan
 
 
 def _pack(weight: torch.Tensor) -> torch.Tensor | None:
@@ -29,13 +29,20 @@ def _pack(weight: torch.Tensor) -> torch.Tensor | None:
 
 
 class PackedLinear:
-    """`linear(x)` = x @ W.T."""
+    """`linear(x)` = x @ W.T, its rows grouped into kernel calls by `plan`."""
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, plan: RowPlan = ANY_ROWS):
         self.packed = _pack(weight)
         self.weight = weight if self.packed is None else None  # keep one copy only
+        self.shape = tuple(weight.shape)
+        self.dtype = weight.dtype
+        self.plan = plan
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """One kernel call on exactly these rows."""
         if self.packed is None:
             return F.linear(x, self.weight)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.plan.apply(self.product, x)

@@ -1,10 +1,11 @@
 """Prefix sharing: the KV of a prompt prefix that many requests share is computed once.
 
 In flywheel concurrent requests nearly always share a long prefix (an agent's system
-prompt and few-shot turns, a judge's rubric). RoPE is applied with the position ids, not
-the column, so a prefix's KV computed at positions 0..P-1 serves any row whose own
-position ids for those tokens are 0..P-1; the rest of each prompt is then prefilled on
-top of it, with padding between prefix and suffix masked out.
+prompt and few-shot turns, a judge's rubric). RoPE is applied with the position ids, so a
+prefix's KV at positions 0..P-1 serves any prompt that starts with it; the rest of the
+prompt is prefilled on top. Shared lengths are whole CHUNKs: a prompt's attention runs in
+chunks at fixed positions (`attention`), so the KV of a whole-chunk prefix is the one the
+prompt would compute itself, bit for bit, and sharing never changes a request's numbers.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-import torch
-from transformers import DynamicCache, PreTrainedModel
-
-Layers = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values) [1, h, P, d]
+from infra.lm.attention import CHUNK
+from infra.lm.kv_slab import Layers
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -23,11 +22,19 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
     return next((i for i in range(n) if a[i] != b[i]), n)
 
 
-def group_by_prefix(prompts: list[list[int]], min_shared: int) -> list[tuple[list[int], int]]:
-    """Indices of prompts that share at least `min_shared` tokens, with their shared length.
+def shareable(shared: int, length: int, keep: int = 1) -> int:
+    """The longest whole-chunk prefix of `shared` tokens that leaves a prompt of `length`
+    its last `keep` tokens to prefill (a generation needs its last token's logits)."""
+    return max(min(shared, length - keep), 0) // CHUNK * CHUNK
 
-    Sorted prompts put the longest shared prefixes next to each other. The shared length
-    leaves every prompt at least one token of its own: its logits are the first output.
+
+def group_by_prefix(
+    prompts: list[list[int]], min_shared: int, keep: list[int]
+) -> list[tuple[list[int], int]]:
+    """Indices of prompts that share at least `min_shared` tokens, with the shareable length
+    (which leaves prompt i its last `keep[i]` tokens).
+
+    Sorted prompts put the longest shared prefixes next to each other.
     """
     groups: list[tuple[list[int], int]] = []
     for i in sorted(range(len(prompts)), key=lambda i: prompts[i]):
@@ -38,83 +45,42 @@ def group_by_prefix(prompts: list[list[int]], min_shared: int) -> list[tuple[lis
                 groups[-1] = (members + [i], n)
                 continue
         groups.append(([i], len(prompts[i])))
-    return [(m, min(s, min(len(prompts[i]) for i in m) - 1)) for m, s in groups]
+    return [(m, min(shareable(s, len(prompts[i]), keep[i]) for i in m)) for m, s in groups]
 
 
 class PrefixCache:
     """The KV of recently shared prefixes, per adapter, least recently used dropped first.
 
-    A cached prefix also serves any shorter match: the KV of token j depends only on tokens
-    0..j, so the first k columns of a cached entry are the KV of its first k tokens.
+    A cached prefix also serves any shorter whole-chunk match: the KV of token j depends
+    only on tokens 0..j, so the first k columns of a cached entry are the KV of its first k
+    tokens.
     """
 
-    def __init__(self, capacity_tokens: int = 4096, min_shared: int = 16):
-        self.capacity, self.min_shared = capacity_tokens, min_shared
+    def __init__(self, capacity_tokens: int = 4096):
+        self.capacity = capacity_tokens
         self._entries: OrderedDict[tuple[Any, tuple[int, ...]], Layers] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def clear(self) -> None:
         self._entries.clear()
 
-    def match(self, ids: list[int], adapter: Any) -> tuple[int, Layers | None]:
-        """The longest cached prefix of `ids` (if at least min_shared), and its KV."""
+    def match(self, ids: list[int], adapter: Any, keep: int = 1) -> tuple[int, Layers | None]:
+        """The longest cached whole-chunk prefix of `ids` that leaves it its last `keep`
+        tokens, and its KV."""
         best, found = 0, None
         for key in self._entries:
-            n = common_prefix_len(key[1], ids) if key[0] == adapter else 0
-            if n > best:
-                best, found = n, key
-        if best < self.min_shared:
+            if key[0] == adapter:
+                n = shareable(common_prefix_len(key[1], ids), len(ids), keep)
+                if n > best:
+                    best, found = n, key
+        if not best:
             return 0, None
         self._entries.move_to_end(found)
-        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[found]]
+        return best, [(k[:, :best], v[:, :best]) for k, v in self._entries[found]]
 
-    def kv(self, model: PreTrainedModel, ids: list[int], adapter: Any) -> Layers:
-        """The KV of `ids`, extending the longest cached match; cached for later groups."""
-        known, past = self.match(ids, adapter)
-        if known == len(ids):
-            return past
-        cache = DynamicCache(config=model.config)
-        for layer, (k, v) in enumerate(past or []):
-            cache.update(k, v, layer)
-        model(
-            input_ids=torch.tensor([ids[known:]]),
-            position_ids=torch.arange(known, len(ids))[None],
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        layers = cache_layers(cache)
+    def put(self, ids: list[int], adapter: Any, layers: Layers) -> None:
         self._entries[(adapter, tuple(ids))] = layers
         while sum(len(key[1]) for key in self._entries) > self.capacity and len(self._entries) > 1:
             self._entries.popitem(last=False)
-        return layers
-
-
-def cache_layers(cache: DynamicCache) -> Layers:
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-def forward_suffixes(
-    model: Any, suffixes: list[list[int]], prefix: Layers | None, pad_id: int, **kwargs: Any
-) -> tuple[Any, Layers, torch.Tensor]:
-    """One forward over left-padded `suffixes`, each after the same prefix KV (or none).
-
-    Returns the model output, the K/V per layer (prefix, then padded suffixes) and the
-    validity mask of its columns [rows, prefix + width].
-    """
-    g, width = len(suffixes), max(map(len, suffixes))
-    shared = prefix[0][0].shape[2] if prefix else 0
-    ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in suffixes])
-    own = torch.arange(width)[None, :] >= torch.tensor([width - len(s) for s in suffixes])[:, None]
-    mask = torch.cat([torch.ones(g, shared, dtype=torch.bool), own], 1)
-    cache = DynamicCache(config=model.config)
-    for layer, (k, v) in enumerate(prefix or []):
-        cache.update(k.expand(g, -1, -1, -1), v.expand(g, -1, -1, -1), layer)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask.long(),
-        position_ids=shared + (own.long().cumsum(-1) - 1).clamp(min=0),
-        cache=cache,
-        use_cache=True,
-        **kwargs,
-    )
-    return out, cache_layers(cache), mask

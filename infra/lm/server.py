@@ -8,6 +8,7 @@ picks the base model or a loaded adapter by name, as vLLM does with LoRA modules
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -137,6 +138,7 @@ def serve(
 ) -> None:
     """Serve the local model (and the adapter at `adapter_path`, named after its folder)."""
     lm = LocalLM(settings)
+    print(lm.describe(), file=sys.stderr, flush=True)  # which kernels this CPU got
     adapters = {Path(adapter_path).name: Path(adapter_path)} if adapter_path else None
     try:
         uvicorn.run(create_app(lm, settings.model, adapters), host=host, port=port)
