@@ -10,6 +10,9 @@ import pytest
 
 from infra.lm.local import LocalLM
 from infra.settings import LMSettings
+from judges.align import fit_and_validate
+from judges.pointwise import SEED_JUDGE_PROMPTS
+from judges.types import JudgedItem
 
 pytestmark = pytest.mark.slow
 
@@ -68,3 +71,27 @@ async def test_a_seeded_sample_alone_equals_the_same_sample_in_a_batch(lm):
         lm.complete(ask, max_tokens=24, temperature=0.9, seed=11),
     )
     assert together[-1].text == alone.text
+
+
+async def test_one_rubric_fits_one_threshold_and_kappa_whatever_the_batches(lm):
+    """The judge's calibration sees one number per text: all calls in flight together, or
+    two at a time in reverse order, give the same threshold and kappa."""
+    items = [
+        JudgedItem(f"t{i}", ask, reply, human_pass=i % 3 != 0)
+        for i, (ask, reply) in enumerate(
+            (a, r) for a in ASKS for r in ("Sure, here it is.", "I cannot help with that.")
+        )
+    ]
+    train, val = items[::2], items[1::2]
+
+    class TwoAtATime:
+        def __init__(self):
+            self.gate = asyncio.Semaphore(2)
+
+        async def choice_logprobs(self, messages, choices, adapter=None):
+            async with self.gate:
+                return await lm.choice_logprobs(messages, choices, adapter)
+
+    together = await fit_and_validate(lm, SEED_JUDGE_PROMPTS, train, val)
+    apart = await fit_and_validate(TwoAtATime(), SEED_JUDGE_PROMPTS, train[::-1], val[::-1])
+    assert apart == together

@@ -348,9 +348,13 @@ class Batcher:
         """The vocabulary head in float32 for choice scoring: bf16 logits are ~0.25 apart
         near 30, so "Yes" and "No" would often tie exactly."""
         if adapter not in self._score_heads:
-            head = self.weight_sets[adapter].head
+            weights = self.weight_sets[adapter]
+            head = weights.head
             if head.dtype != torch.float32:
-                head = PackedLinear(self.model.lm_head.weight.detach().float())
+                weight = self.model.lm_head.weight.detach().float()
+                if weights.head_delta is not None:
+                    weight = weight + weights.head_delta.float()
+                head = PackedLinear(weight)
                 head.plan = self.plan.plan_for(head)
             self._score_heads[adapter] = head
         return self._score_heads[adapter]

@@ -27,7 +27,8 @@ from infra.lm.kv_slab import KVSlab, Layers
 from infra.lm.packed_linear import PackedLinear
 from infra.lm.row_plan import RowPlan
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
 Deltas = dict[str, torch.Tensor]  # module name ("model.layers.3.self_attn.q_proj") -> delta W
 
 
@@ -50,6 +51,7 @@ class Weights:
 
     layers: list[_Layer]
     head: PackedLinear
+    head_delta: torch.Tensor | None = None  # an adapter's change to lm_head, if any
 
     def use(self, plan_for: Callable[[PackedLinear], RowPlan]) -> None:
         """Group every product's rows as `plan_for` says (see `invariance`)."""
@@ -69,6 +71,12 @@ class Prompt:
     outputs: list[int] = field(default_factory=lambda: [-1])
 
 
+def _name(layer: int, projection: str) -> str:
+    """The module's name in the model (and in a peft adapter's deltas)."""
+    part = "self_attn" if projection in ATTENTION else "mlp"
+    return f"model.layers.{layer}.{part}.{projection}"
+
+
 def is_supported(model: PreTrainedModel) -> bool:
     cfg = model.config
     return (
@@ -82,7 +90,7 @@ def is_supported(model: PreTrainedModel) -> bool:
 class FusedDecoder:
     """`prefill(prompts, weights)` and `step(...)` of a Llama-family model."""
 
-    def __init__(self, model: PreTrainedModel, attention: str = "one-shot"):
+    def __init__(self, model: PreTrainedModel):
         if not is_supported(model):
             raise ValueError(f"no fused forward for model type {model.config.model_type!r}")
         cfg = model.config
@@ -93,7 +101,7 @@ class FusedDecoder:
         self.embed = model.model.embed_tokens
         self.rotary = model.model.rotary_emb
         self.norm = model.model.norm.weight
-        self.attention: DecodeAttention = DECODE_KERNELS[attention]
+        self.attention: DecodeAttention = DECODE_KERNELS["one-shot"]
         self.base = self.weights()
 
     def use_attention(self, kernel: str) -> None:
@@ -103,19 +111,11 @@ class FusedDecoder:
     def weights(self, deltas: Deltas | None = None) -> Weights:
         """The packed weights of the base model, plus `deltas` where given."""
         deltas = deltas or {}
-        unknown = (
-            set(deltas)
-            - {
-                f"model.layers.{i}.{part}.{p}"
-                for i in range(len(self.model.model.layers))
-                for part, names in (("self_attn", PROJECTIONS[:4]), ("mlp", PROJECTIONS[4:]))
-                for p in names
-            }
-            - {"lm_head"}
-        )
-        if unknown:
+        layers_n = len(self.model.model.layers)
+        known = {_name(i, p) for i in range(layers_n) for p in ATTENTION + MLP} | {"lm_head"}
+        if set(deltas) - known:
             raise ValueError(
-                f"an adapter changes modules the engine cannot merge: {sorted(unknown)}"
+                f"an adapter changes modules the engine cannot merge: {sorted(set(deltas) - known)}"
             )
 
         def weight(name: str, module: torch.nn.Module) -> torch.Tensor:
@@ -127,27 +127,25 @@ class FusedDecoder:
         q_size = self.heads * self.head_dim
         with torch.no_grad():
             for i, layer in enumerate(self.model.model.layers):
-                attn, mlp = layer.self_attn, layer.mlp
-                at, ml = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
-                qkv = torch.cat(
-                    [weight(at + p, getattr(attn, p)) for p in ("q_proj", "k_proj", "v_proj")]
-                )
+                w = {p: weight(_name(i, p), getattr(layer.self_attn, p)) for p in ATTENTION} | {
+                    p: weight(_name(i, p), getattr(layer.mlp, p)) for p in MLP
+                }
+                qkv = torch.cat([w["q_proj"], w["k_proj"], w["v_proj"]])
                 # rotary embeddings are linear, so the attention scale can live in q's
                 # weights (exact for head_dim 64: the scale is 1/8)
                 qkv[:q_size] *= self.head_dim**-0.5
-                gate_up = [weight(ml + p, getattr(mlp, p)) for p in ("gate_proj", "up_proj")]
                 layers.append(
                     _Layer(
                         input_norm=layer.input_layernorm.weight,
                         qkv=PackedLinear(qkv),
-                        o=PackedLinear(weight(at + "o_proj", attn.o_proj)),
+                        o=PackedLinear(w["o_proj"]),
                         post_norm=layer.post_attention_layernorm.weight,
-                        gate_up=PackedLinear(torch.cat(gate_up)),
-                        down=PackedLinear(weight(ml + "down_proj", mlp.down_proj)),
+                        gate_up=PackedLinear(torch.cat([w["gate_proj"], w["up_proj"]])),
+                        down=PackedLinear(w["down_proj"]),
                     )
                 )
             head = PackedLinear(weight("lm_head", self.model.lm_head))
-        return Weights(layers, head)
+        return Weights(layers, head, deltas.get("lm_head"))
 
     def step(self, ids: torch.Tensor, slab: KVSlab, weights: Weights) -> torch.Tensor:
         """One token per slab row, ids [rows] -> next-token logits [rows, vocab].

@@ -135,7 +135,7 @@ def check_attention(kv_heads: int, group: int, dim: int, dtype: torch.dtype) -> 
     if key in _attention_checks:
         return _attention_checks[key]
     generator = torch.Generator().manual_seed(0)
-    rows, widest = 33, 5 * BLOCK
+    rows, widest = 65, 5 * BLOCK  # up to 64 concurrent requests beside the followed one
     q = torch.randn(rows, kv_heads, group, dim, generator=generator).mul_(dim**-0.5).to(dtype)
     keys, values = (
         torch.randn(rows, kv_heads, widest, dim, generator=generator).to(dtype) for _ in "kv"
@@ -159,7 +159,7 @@ def check_attention(kv_heads: int, group: int, dim: int, dtype: torch.dtype) -> 
         followed = 0
         alone = run(kernel, torch.tensor([followed]), 2 * BLOCK)[0]
         for width in (2 * BLOCK, 3 * BLOCK, widest):
-            for batch in (2, 7, rows):
+            for batch in (2, 7, 33, rows):
                 at = min(SHIFT, batch - 1)  # the followed row among `batch - 1` others
                 others = [r for r in range(rows) if r != followed][: batch - 1]
                 order = torch.tensor(others[:at] + [followed] + others[at:])

@@ -31,7 +31,6 @@ class KVSlab:
         self.values: list[torch.Tensor] = []
         self.lengths = torch.zeros(rows, dtype=torch.long)  # tokens each row holds
         self.n = 0
-        self._step_at = torch.zeros(0, dtype=torch.long)  # set by step_inputs
 
     @property
     def cols(self) -> int:
@@ -57,19 +56,15 @@ class KVSlab:
         self._resize(int(lengths.max()) + 1)
         hidden = torch.arange(self.cols) > lengths[:, None]  # the step's own column is seen
         bias = torch.zeros(n, self.cols).masked_fill_(hidden, float("-inf"))
-        # where each row's next column starts in a buffer seen as [rows * heads * cols, dim]
-        heads = self.shape[1]
-        first = torch.arange(n * heads).view(n, heads) * self.cols
-        self._step_at = (first + lengths[:, None]).view(-1)
         return lengths[:, None].clone(), bias[:, None, None]
 
     def write(self, layer: int, key: torch.Tensor, value: torch.Tensor):
         """The step's K/V [n, kv_heads, dim] at each row's next column; returns the layer's
         live keys and values [n, kv_heads, cols, dim]."""
-        n, dim = self.n, self.shape[3]
-        # one row copy per (row, head): an index assignment on two dims was 10x slower
-        self.keys[layer].view(-1, dim).index_copy_(0, self._step_at, key.reshape(-1, dim))
-        self.values[layer].view(-1, dim).index_copy_(0, self._step_at, value.reshape(-1, dim))
+        n = self.n
+        rows, cols = torch.arange(n), self.lengths[:n]
+        self.keys[layer][rows, :, cols] = key
+        self.values[layer][rows, :, cols] = value
         return self.keys[layer][:n], self.values[layer][:n]
 
     def advance(self) -> None:
