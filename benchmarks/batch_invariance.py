@@ -67,15 +67,15 @@ async def judge_twice(lm: LocalLM) -> list[tuple[float, float, float]]:
     """(threshold, val kappa, held-out kappa) of the seed rubric, in two compositions."""
     from flows.collect import collect
     from flows.runtime import Runtime
-    from flows.stages import judge_splits
+    from flows.stages import judge_items_split
     from infra.settings import Settings
-    from judges.align import fit_and_validate, heldout_agreement
+    from judges.pass_fail_fit import fit_and_validate, heldout_agreement
     from judges.pointwise import SEED_JUDGE_PROMPTS
 
-    rt = Runtime(Settings())
+    rt = Runtime(Settings(), lm=lm)
     batch = rt.traces.fetch(since=None, limit=rt.settings.traces.max_traces)
     items = collect(batch, rt.agent, rt.settings.traces.annotation_name).items
-    train, val, heldout = judge_splits(rt, items)
+    train, val, heldout = judge_items_split(rt, items)
     fits = []
     for judge_lm, order in ((lm, 1), (Throttled(lm, 3), -1)):
         threshold, kappa = await fit_and_validate(

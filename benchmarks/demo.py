@@ -58,13 +58,12 @@ def main() -> None:
     prepare_environment(settings.state_dir)
     from flows.nightly import nightly
     from flows.report import print_summary
-    from flows.runtime import runtime
+    from flows.runtime import Runtime
 
     sampler = MemorySampler()
     sampler.start()
     start = time.time()
-    runtime(settings)
-    report = asyncio.run(nightly(run_id="bench"))
+    report = asyncio.run(nightly(run_id="bench", knobs=settings.knobs(), runtime=Runtime(settings)))
     total = time.time() - start
     sampler.stop()
     print_summary(report)

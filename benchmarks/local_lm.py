@@ -202,7 +202,7 @@ async def contended(lm: LocalLM, pool: list[Request], n: int) -> None:
 
 async def main(levels: list[int], agent_levels: list[int], sections: list[str]) -> None:
     lm = LocalLM(LMSettings())
-    print(f"model {lm.model_path}  dtype {lm.model.dtype}  threads {torch.get_num_threads()}")
+    print(f"model {lm.base_model_path}  dtype {lm.model.dtype}  threads {torch.get_num_threads()}")
     print(lm.describe())
     # Other processes on the same cores slow both engines: the load average tells.
     print(f"load average before: {os.getloadavg()[0]:.1f}")

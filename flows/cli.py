@@ -22,12 +22,13 @@ def _run(args: argparse.Namespace) -> int:
     prepare_environment(settings.state_dir)
     from flows.nightly import nightly
     from flows.report import print_summary
-    from flows.runtime import runtime
+    from flows.runtime import Runtime
 
-    runtime(settings).preflight()
+    rt = Runtime(settings)
+    rt.preflight()
     run_id = args.resume or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     console.print(f"flywheel night [bold]{run_id}[/] — state in {settings.state_dir.resolve()}")
-    report = asyncio.run(nightly(run_id=run_id))
+    report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
     print_summary(report, Console())
     return 0
 

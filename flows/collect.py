@@ -7,27 +7,15 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from flows.annotation_scale import describe, night_scale, value_on
 from infra.agents import Agent
+from infra.scales import ScoreScale
 from infra.traces import RecordError, SkippedRecord, TraceBatch
 from infra.types import Example
-from judges.scales import ScoreScale
-from judges.types import JudgedItem, render_inputs
+from judges.labels import labelled_item, night_scale, value_on
+from judges.types import JudgedItem, LabelWindow, render_inputs
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LabelWindow:
-    """Which annotations a night learned from: registered with the judge version."""
-
-    labels: int
-    first: datetime | None  # the earliest annotation's timestamp
-    last: datetime | None
-    since: datetime | None  # the fetch's window start; None = all the source had
-    fetched_at: datetime | None
 
 
 @dataclass
@@ -59,11 +47,10 @@ def collect(
     annotation_name: str,
     since: datetime | None = None,
     fetched_at: datetime | None = None,
-    config: dict[str, Any] | None = None,
-    ordinal: bool = False,
+    scale: ScoreScale | None = None,
 ) -> Collected:
     """Examples from the traces, and the annotations named `annotation_name` as judged
-    items on their scale (`config`: the source's score config, if it has one)."""
+    items on their scale (`scale`: the source's, if it has one; else inferred)."""
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
@@ -76,7 +63,7 @@ def collect(
             continue
         outputs[trace.trace_id] = trace.output_text
     named = [a for a in batch.annotations if a.name == annotation_name and a.trace_id in examples]
-    scale = night_scale(annotation_name, config, named, ordinal)
+    scale = night_scale(annotation_name, scale, named)
     items = []
     stamps = []
     for ann in named:
@@ -84,22 +71,13 @@ def collect(
         if value is None:
             reason = (
                 f"score {ann.id}: {ann.value!r} ({ann.data_type}) is not on the "
-                f"{describe(scale)} scale of {annotation_name!r}"
+                f"{scale.describe()} scale of {annotation_name!r}"
             )
             skipped.append(SkippedRecord("scores", 0, "value", reason))
             log.warning("skipped %s", reason)
             continue
-        example = examples[ann.trace_id]
-        items.append(
-            JudgedItem(
-                id=ann.trace_id,
-                input_text=render_inputs(example.inputs),
-                output_text=outputs[ann.trace_id],
-                human_pass=value if scale.kind == "boolean" else None,
-                human_comment=ann.comment or "",
-                human_value=value,
-            )
-        )
+        inputs = render_inputs(examples[ann.trace_id].inputs)
+        items.append(labelled_item(ann, value, inputs, outputs[ann.trace_id]))
         stamps.append(ann.timestamp)
     window = LabelWindow(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
@@ -127,6 +105,7 @@ def load_heldout(path: Path) -> list[Example]:
 
 def summarize(collected: Collected) -> dict[str, int]:
     out = {"traces": len(collected.examples), "annotations": len(collected.items)}
-    if collected.scale.kind == "boolean":
-        out["annotations_pass"] = sum(1 for i in collected.items if i.human_pass)
+    passes = [i.human_pass for i in collected.items if i.human_pass is not None]
+    if passes:  # a pass/fail annotation
+        out["annotations_pass"] = sum(passes)
     return out | {"skipped_records": len(collected.skipped)}

@@ -4,13 +4,16 @@ label requests and judge scores back to the trace source.
 
 Every stage is a Prefect task whose result is persisted (under PREFECT_HOME, which the
 CLI puts in the state folder) and keyed by run id and stage, so that
-`flywheel run --resume RUN_ID` after a failure redoes only what did not finish.
+`flywheel run --resume RUN_ID` after a failure redoes only what did not finish. Stages
+receive the `Runtime` (models, trace source, registry) as their first argument; the
+night's knobs are the flow's parameters.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from prefect import flow, task
@@ -18,19 +21,19 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows import feedback, stages
 from flows.collect import Collected, collect, load_heldout, summarize, window_start
-from flows.judge_gate import JudgeGate, gate_judge_stage
-from flows.judge_in_use import JudgeInUse
+from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
-from flows.registration import (
-    Registered,
-    log_feedback,
-    production_prompts,
-    register_versions,
-)
-from flows.report import NightReport, render_markdown
-from flows.runtime import runtime
+from flows.registration import log_feedback, production_prompts, register_versions
+from flows.report import render_markdown
+from flows.runtime import Runtime
 from flows.stage_clock import StageClock
+from infra.settings import NightKnobs, Settings
+from judges.align import Alignment
+from judges.choose import JudgeGate, choose_judge
+from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
+from judges.judge import Judge
 from judges.scaled_metric import check_ranked
+from weights.round import LoraRound, ensure_adapter
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +55,12 @@ async def _optimizing(label: str, budget: int, run):
 
 
 @_stage("collect-traces")
-async def collect_traces(run_id: str) -> Collected:
-    rt = runtime()
+async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     cfg = rt.settings.traces
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
-    config = rt.traces.score_config(cfg.annotation_name)
-    ordinal = rt.settings.judge.ordinal_categories
-    collected = collect(batch, rt.agent, cfg.annotation_name, since, fetched_at, config, ordinal)
+    scale = rt.traces.score_scale(cfg.annotation_name, ordinal=rt.settings.judge.ordinal_categories)
+    collected = collect(batch, rt.agent, cfg.annotation_name, since, fetched_at, scale)
     # Before any stage spends budget, and in this stage so that a resumed night reads a
     # fixed score config again: a scale with no better or worse cannot steer the agent.
     check_ranked(collected.scale)
@@ -67,8 +68,7 @@ async def collect_traces(run_id: str) -> Collected:
 
 
 @_stage("align-judge")
-async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
-    rt = runtime()
+async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignment:
     return await _optimizing(
         "judge alignment",
         rt.settings.judge.max_metric_calls,
@@ -77,17 +77,27 @@ async def align_judge(run_id: str, collected: Collected) -> stages.JudgeStage:
 
 
 @_stage("gate-judge")
-async def gate_judge(run_id: str, judge: stages.JudgeStage, collected: Collected) -> JudgeGate:
-    rt = runtime()
+async def gate_judge(
+    rt: Runtime, run_id: str, alignment: Alignment, collected: Collected
+) -> JudgeGate:
+    _, _, heldout = stages.judge_items_split(rt, collected.items)
     with StageProgress("judge gate and version", None):
-        return await gate_judge_stage(rt, run_id, judge, collected)
+        return await choose_judge(
+            rt.lm,
+            rt.registry,
+            run_id,
+            alignment,
+            heldout,
+            collected.window,
+            rt.settings.judge.min_agreement,
+            rt.settings.seed,
+        )
 
 
 @_stage("optimize-prompts")
 async def optimize_prompts(
-    run_id: str, collected: Collected, seed_prompts: dict[str, str], judge: JudgeInUse
+    rt: Runtime, run_id: str, collected: Collected, seed_prompts: dict[str, str], judge: Judge
 ) -> stages.PromptStage:
-    rt = runtime()
     return await _optimizing(
         "agent prompts (GEPA)",
         rt.settings.agent_opt.max_metric_calls,
@@ -99,9 +109,8 @@ async def optimize_prompts(
 
 @_stage("lora-round")
 async def lora_round(
-    run_id: str, collected: Collected, prompts: dict[str, str], judge: JudgeInUse
-) -> stages.LoraStage:
-    rt = runtime()
+    rt: Runtime, run_id: str, collected: Collected, prompts: dict[str, str], judge: Judge
+) -> LoraRound:
     with StageProgress("LoRA round (SFT)", None):
         return await stages.lora_stage(rt, collected.examples, prompts, judge, rt.run_dir(run_id))
 
@@ -112,22 +121,22 @@ async def lora_round(
     persist_result=True,
 )
 async def evaluate_heldout(
+    rt: Runtime,
     run_id: str,
     label: str,
     prompts: dict[str, str],
-    judge: JudgeInUse,
+    judge: Judge,
     adapter_path: str | None,
 ) -> stages.Evaluation:
-    rt = runtime()
-    adapter = stages.ensure_adapter(rt, run_id, adapter_path) if adapter_path else None
+    adapter = await ensure_adapter(rt.lm, run_id, adapter_path) if adapter_path else None
     examples = load_heldout(rt.heldout_path())
     with StageProgress(f"held-out evaluation: {label}", None):
         return await stages.evaluate_agent(rt, prompts, examples, judge, adapter)
 
 
 @_stage("register-versions")
-async def register(run_id: str, report: NightReport) -> Registered:
-    return register_versions(runtime(), run_id, report)
+async def register(rt: Runtime, run_id: str, report: NightReport) -> Registered:
+    return register_versions(rt, run_id, report)
 
 
 # The feedback stages raise on failure, so that Prefect caches only what succeeded and a
@@ -136,77 +145,90 @@ async def register(run_id: str, report: NightReport) -> Registered:
 
 @_stage("judge-night-traces")
 async def judge_night_traces(
-    run_id: str, collected: Collected, judge: JudgeInUse
-) -> feedback.NightVerdicts:
+    rt: Runtime, run_id: str, collected: Collected, judge: Judge
+) -> NightVerdicts:
+    cfg = rt.settings.judge
+    labelled = {item.id for item in collected.items}
     with StageProgress("judge on the night's traces", None):
-        return await feedback.judge_night(runtime(), collected, judge)
+        return await judge_traces(
+            rt.lm,
+            judge,
+            collected.judged_items(),
+            labelled,
+            cfg.rationale_max_tokens,
+            cfg.rationale_in_scores,
+        )
 
 
 @_stage("request-labels")
-async def request_labels(run_id: str, verdicts: feedback.NightVerdicts, judge: JudgeInUse) -> int:
-    rt = runtime()
+async def request_labels(rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge) -> int:
     n = rt.settings.judge.active_learning_per_night
     pending = rt.traces.pending_label_requests()
-    return rt.traces.request_labels(feedback.label_requests(verdicts, judge, n, pending))
+    return rt.traces.request_labels(label_requests(verdicts, judge, n, pending))
 
 
 @_stage("write-judge-scores")
 async def write_judge_scores(
-    run_id: str, verdicts: feedback.NightVerdicts, judge: JudgeInUse
+    rt: Runtime, run_id: str, verdicts: NightVerdicts, gate: JudgeGate
 ) -> int:
-    rt = runtime()
     name = rt.settings.traces.judge_score_name
-    return rt.traces.write_scores(feedback.judge_scores(verdicts, judge, run_id, name))
+    scores = judge_scores(verdicts, gate.judge, gate.trusted, run_id, name)
+    return rt.traces.write_scores(scores)
 
 
 @flow(name="nightly", log_prints=True)
-async def nightly(run_id: str) -> NightReport:
-    rt = runtime()
+async def nightly(
+    run_id: str, knobs: NightKnobs | None = None, runtime: Runtime | None = None
+) -> NightReport:
+    """One night. `knobs`: what it does (None: the settings'); `runtime`: what it runs on
+    (None: built from the settings, which also give the models and services)."""
+    rt = runtime or Runtime(Settings())
+    rt = rt.with_knobs(knobs) if knobs is not None else rt
     start = time.perf_counter()
     clock = StageClock()
-    collected = await clock.time("collect", collect_traces(run_id))
+    collected = await clock.time("collect", collect_traces(rt, run_id))
     seed_prompts = rt.agent.seed_prompts()
     seed_prompts = production_prompts(rt.registry, list(seed_prompts)) or seed_prompts
-    aligned = await clock.time("judge", align_judge(run_id, collected))
-    gate = await clock.time("judge_gate", gate_judge(run_id, aligned, collected))
+    aligned = await clock.time("judge", align_judge(rt, run_id, collected))
+    gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
-    evals = {
-        "seed": await clock.time(
-            "eval_seed", evaluate_heldout(run_id, "seed", seed_prompts, judge, None)
-        )
-    }
-    prompt = await clock.time("prompts", optimize_prompts(run_id, collected, seed_prompts, judge))
-    evals["prompts"] = await clock.time(
-        "eval_prompts", evaluate_heldout(run_id, "prompts", prompt.prompts, judge, None)
+
+    async def held_out(label: str, prompts: dict[str, str], adapter: str | None = None):
+        work = evaluate_heldout(rt, run_id, label, prompts, judge, adapter)
+        return await clock.time(f"eval_{label}", work)
+
+    evals = {"seed": await held_out("seed", seed_prompts)}
+    prompt = await clock.time(
+        "prompts", optimize_prompts(rt, run_id, collected, seed_prompts, judge)
     )
-    lora = await clock.time("lora", lora_round(run_id, collected, prompt.prompts, judge))
+    evals["prompts"] = await held_out("prompts", prompt.prompts)
+    lora = await clock.time("lora", lora_round(rt, run_id, collected, prompt.prompts, judge))
     if lora.trained_path:  # measured even when not kept: held-out shows the true effect
-        evals["lora"] = await clock.time(
-            "eval_lora", evaluate_heldout(run_id, "lora", prompt.prompts, judge, lora.trained_path)
-        )
+        evals["lora"] = await held_out("lora", prompt.prompts, lora.trained_path)
     report = NightReport(
         run_id=run_id,
         collected=summarize(collected),
-        judge=aligned,
+        alignment=aligned,
+        gate=gate,
         prompt=prompt,
         lora=lora,
         evals=evals,
         seconds=time.perf_counter() - start,
         stage_intervals=clock.intervals,
-        gate=gate,
     )
-    report.registered = await clock.time("register", register(run_id, report))
-    report.feedback = await clock.time(
+    report = replace(report, registered=await clock.time("register", register(rt, run_id, report)))
+    sent = await clock.time(
         "feedback",
         feedback.send_feedback(
             rt.settings.judge,
-            judge,
+            judge.label,
             len(collected.examples),
-            lambda: judge_night_traces(run_id, collected, judge),
-            lambda verdicts: request_labels(run_id, verdicts, judge),
-            lambda verdicts: write_judge_scores(run_id, verdicts, judge),
+            lambda: judge_night_traces(rt, run_id, collected, judge),
+            lambda verdicts: request_labels(rt, run_id, verdicts, judge),
+            lambda verdicts: write_judge_scores(rt, run_id, verdicts, gate),
         ),
     )
+    report = replace(report, feedback=sent)
     try:
         log_feedback(rt.registry, report)
     except Exception as err:  # the run already holds everything else

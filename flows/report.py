@@ -2,92 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from rich.console import Console
 from rich.table import Table
 
-from flows.annotation_scale import describe
-from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
+from flows.night_report import NightReport
 
-if TYPE_CHECKING:
-    from flows.feedback import Feedback
-    from flows.judge_gate import JudgeGate
-    from flows.registration import Registered
-
-# The primary agreement statistics (`judges.scaled_align.primary_metric`), for people.
+# The primary agreement statistics (`judges.metrics.primary_metric`), for people.
 STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
-
-
-@dataclass
-class NightReport:
-    run_id: str
-    collected: dict[str, int]
-    judge: JudgeStage
-    prompt: PromptStage
-    lora: LoraStage
-    evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
-    seconds: float
-    registered: Registered | None = None
-    stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    gate: JudgeGate | None = None  # which judge the night ran on, and why
-    feedback: Feedback | None = None  # label requests and judge scores sent back
-
-    @property
-    def judge_trusted(self) -> bool:
-        """Whether the judge the agent was optimized against agrees enough with the humans."""
-        return self.gate.judge.trusted if self.gate else self.judge.trusted
-
-    def metrics(self) -> dict[str, float]:
-        """Flat numbers for MLflow: before/after of every stage."""
-        out: dict[str, float] = {f"traces_{k}": float(v) for k, v in self.collected.items()}
-        for prefix, report in (
-            ("judge_seed", self.judge.seed_heldout),
-            ("judge_aligned", self.judge.heldout),
-        ):
-            out |= {f"{prefix}_{k}": v for k, v in report.items()}
-        primary = self.judge.primary
-        out |= {
-            "judge_metric_calls": self.judge.metric_calls,
-            "judge_threshold": self.judge.threshold,
-            f"judge_val_{primary}_best": self.judge.val_score,
-            f"judge_val_{primary}_seed": self.judge.seed_val_score,
-            "judge_kept_seed": float(self.judge.kept_seed),
-            "judge_unparseable_verdicts": float(self.judge.unparseable),
-            "agent_judge_unparseable_verdicts": float(self.prompt.judge_unparseable),
-            "judge_trusted": float(self.judge_trusted),
-            "agent_metric_calls": self.prompt.metric_calls,
-            "agent_reflection_calls": self.prompt.reflection_calls,
-            "agent_candidates": self.prompt.candidates,
-            "agent_val_seed": self.prompt.seed_val,
-            "agent_val_best": self.prompt.best_val,
-            "lora_records": self.lora.records,
-            "lora_val_without": self.lora.val_without,
-            "wall_seconds": self.seconds,
-        }
-        out |= {
-            f"{name}_seconds": end - begin for name, (begin, end) in self.stage_intervals.items()
-        }
-        if self.gate:
-            out["judge_gate_passed"] = float(self.gate.decision.passed)
-            out[f"judge_used_{self.gate.judge.primary}"] = self.gate.judge.heldout_score
-            out["judge_used_threshold"] = self.gate.judge.threshold
-            if self.gate.previous:
-                out[f"judge_previous_{self.gate.previous.primary}"] = (
-                    self.gate.previous.heldout_score
-                )
-        if self.feedback:
-            out |= self.feedback.metrics()
-        if self.lora.val_with is not None:
-            out["lora_val_with"] = self.lora.val_with
-        if self.lora.train_loss is not None:
-            out["lora_train_loss"] = self.lora.train_loss
-        for stage, ev in self.evals.items():
-            out[f"heldout_{stage}_judge_pass_rate"] = ev.judge_pass_rate
-            if ev.accuracy is not None:
-                out[f"heldout_{stage}_accuracy"] = ev.accuracy
-        return out
 
 
 def _fmt(value: float | None) -> str:
@@ -100,19 +21,20 @@ def _unreadable(count: int) -> str:
 
 
 def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
-    j = report.judge
+    a = report.alignment
+    seed, aligned = a.seed.heldout, a.judge.heldout
     rows = [
         (
-            f"judge {STATISTICS[j.primary]} (held-out)",
-            _fmt(j.seed_heldout.get(j.primary)),
-            _fmt(j.heldout.get(j.primary)),
-            f"{j.metric_calls} metric calls, {j.sizes['heldout']} held-out labels"
-            + _unreadable(j.unparseable),
+            f"judge {STATISTICS[a.primary]} (held-out)",
+            _fmt(seed.get(a.primary)),
+            _fmt(aligned.get(a.primary)),
+            f"{a.metric_calls} metric calls, {a.sizes['heldout']} held-out labels"
+            + _unreadable(a.unparseable),
         ),
         (
             "judge accuracy (held-out)",
-            _fmt(j.seed_heldout.get("accuracy")),
-            _fmt(j.heldout.get("accuracy")),
+            _fmt(seed.get("accuracy")),
+            _fmt(aligned.get("accuracy")),
             "",
         ),
         (
@@ -140,21 +62,13 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
 
 def judge_lines(report: NightReport) -> list[str]:
     """The gate's decision, the judge the night ran on, and what went back to the source."""
-    out = []
-    if report.gate:
-        g = report.gate
-        verdict = "passed" if g.decision.passed else "failed"
-        out.append(f"Judge gate {verdict}: {g.decision.reason}.")
-        used = g.judge
-        cut = (
-            f"threshold {used.threshold:.3f}"
-            if used.scale.kind == "boolean"
-            else f"{describe(used.scale)} scale"
-        )
-        out.append(
-            f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
-            f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {cut})."
-        )
+    g, used = report.gate, report.gate.judge
+    verdict = "passed" if g.decision.passed else "failed"
+    out = [
+        f"Judge gate {verdict}: {g.decision.reason}.",
+        f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
+        f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {used.cut}).",
+    ]
     if report.feedback:
         out += report.feedback.lines()
     return out
@@ -162,19 +76,17 @@ def judge_lines(report: NightReport) -> list[str]:
 
 def notes(report: NightReport) -> list[str]:
     out = []
-    j = report.judge
-    statistic = STATISTICS[j.primary]
+    a, used = report.alignment, report.gate.judge
     if not report.judge_trusted:
-        score = report.gate.judge.heldout_score if report.gate else j.heldout_score
         out.append(
-            f"Judge not trusted: held-out {statistic} {score:.3f} < {j.floor}. The agent was "
-            "optimized against it anyway, and this version is registered with "
-            "flywheel.judge_trusted=false: do not promote it."
+            f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
+            f"< {report.gate.decision.floor}. The agent was optimized against it anyway, and "
+            "this version is registered with flywheel.judge_trusted=false: do not promote it."
         )
-    if j.kept_seed:
+    if a.kept_seed:
         out.append(
-            f"Judge: kept the seed rubric; GEPA's best had validation {statistic} "
-            f"{j.val_score:.3f} vs the seed's {j.seed_val_score:.3f}."
+            f"Judge: kept the seed rubric; GEPA's best had validation {STATISTICS[a.primary]} "
+            f"{a.val_score:.3f} vs the seed's {a.seed_val_score:.3f}."
         )
     if report.lora.note:
         out.append(f"LoRA round: {report.lora.note}")

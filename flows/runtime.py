@@ -1,56 +1,89 @@
-"""The live objects a run needs (model, agent, trace source, registry), built once.
+"""The live objects a night needs (models, agent, trace source, registry), built from the
+settings on first use and passed to every stage; tests hand in fakes instead.
 
-They hold a loaded model and open connections, so they are not Prefect parameters:
-tasks receive plain data and ask this module for the objects.
+They hold a loaded model and open connections, so they are never Prefect parameters'
+values: a flow records a runtime as "<Runtime>" (it has no __dict__ to walk), and the
+night's knobs travel as parameters of their own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from infra.agents import Agent, load_agent
 from infra.lm import LM
 from infra.lm.factory import make_lm
-from infra.lm.model_files import resolve_model_path
 from infra.registry.mlflow_registry import Registry
-from infra.settings import Settings
+from infra.settings import NightKnobs, Settings
 from infra.traces import TraceSource
 from infra.traces.factory import make_trace_source
 from infra.traces.jsonl import DEMO_DIR
 
 
-@dataclass
 class Runtime:
-    settings: Settings
+    __slots__ = ("settings", "_objects")
 
-    @cached_property
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        lm: LM | None = None,
+        reflection_lm: LM | None = None,
+        agent: Agent | None = None,
+        traces: TraceSource | None = None,
+        registry: Registry | None = None,
+    ):
+        self.settings = settings
+        given = {
+            "lm": lm,
+            "reflection_lm": reflection_lm,
+            "agent": agent,
+            "traces": traces,
+            "registry": registry,
+        }
+        self._objects: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+
+    def _get(self, name: str, build) -> Any:
+        if name not in self._objects:
+            self._objects[name] = build()
+        return self._objects[name]
+
+    @property
     def lm(self) -> LM:
-        return make_lm(self.settings.lm)
+        return self._get("lm", lambda: make_lm(self.settings.lm))
 
-    @cached_property
+    @property
     def reflection_lm(self) -> LM:
         """The model that writes proposals: its own endpoint when configured, else `lm`."""
-        return make_lm(self.settings.reflection) if self.settings.reflection else self.lm
+        if self.settings.reflection is None:
+            return self.lm
+        return self._get("reflection_lm", lambda: make_lm(self.settings.reflection))
 
-    @cached_property
+    @property
     def agent(self) -> Agent:
-        return load_agent(self.settings.agent)
+        return self._get("agent", lambda: load_agent(self.settings.agent))
 
-    @cached_property
+    @property
     def traces(self) -> TraceSource:
-        return make_trace_source(self.settings.traces, self.settings.state_dir)
+        return self._get(
+            "traces", lambda: make_trace_source(self.settings.traces, self.settings.state_dir)
+        )
 
-    @cached_property
+    @property
     def registry(self) -> Registry:
-        return Registry(self.settings)
+        return self._get("registry", lambda: Registry(self.settings))
+
+    def with_knobs(self, knobs: NightKnobs) -> Runtime:
+        """The same live objects under a flow run's knobs."""
+        other = Runtime(self.settings.with_knobs(knobs))
+        other._objects = self._objects  # shared: one model, one connection
+        return other
 
     def preflight(self) -> None:
         """Fail before the night starts, with one sentence, if the model, the trace source
         or the registry cannot be reached (each raises a UserFacingError)."""
-        if self.settings.lm.backend == "local":
-            resolve_model_path(self.settings.lm.model_path)
+        self.lm  # noqa: B018 - loading the model (or opening its client) is the check
         self.traces.fetch(since=None, limit=1)
         self.registry  # noqa: B018 - opening the store is the check
 
@@ -63,16 +96,3 @@ class Runtime:
         path = self.settings.state_dir / "runs" / run_id
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-
-_current: Runtime | None = None
-
-
-def runtime(settings: Settings | None = None) -> Runtime:
-    """The process's runtime; a new settings object replaces it."""
-    global _current
-    if settings is not None and (_current is None or _current.settings is not settings):
-        _current = Runtime(settings)
-    if _current is None:
-        _current = Runtime(Settings())
-    return _current

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, NonNegativeInt, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,7 +21,13 @@ from pydantic_settings import (
 )
 
 
-class LMSettings(BaseModel):
+class Section(BaseModel):
+    """A settings section: a misspelt or retired knob is an error naming it, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class LMSettings(Section):
     """Which model serves the agent, the judge and the reflection calls."""
 
     backend: Literal["local", "openai"] = "local"
@@ -47,7 +53,7 @@ class LMSettings(BaseModel):
     max_retries: int = 4
 
 
-class TraceSettings(BaseModel):
+class TraceSettings(Section):
     """Where production traces and human annotations come from."""
 
     source: Literal["jsonl", "langfuse"] = "jsonl"
@@ -67,30 +73,36 @@ class TraceSettings(BaseModel):
     outbox_dir: str = ""
 
 
-class GEPASettings(BaseModel):
-    """The GEPA knobs both optimized prompts (judge and agent) have."""
+class GEPASettings(Section):
+    """The GEPA knobs both optimized prompts (judge and agent) have; each is the
+    `gepa_opt.GEPAConfig` field of the same name (documented there), but
+    `reflection_max_tokens`, which bounds each proposal the reflection model writes."""
 
-    max_metric_calls: int = 320  # GEPA's budget
-    reflection_minibatch_size: int = 6
+    max_metric_calls: int = 320  # the budget: evaluations of one example by one candidate
+    reflection_minibatch_size: int = 6  # examples the reflection reads per proposal
     max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
-    proposal_shape: str = "1x1"  # GEPA proposals: P parents x N children in flight
+    proposal_shape: str = "1x1"  # proposals in flight: P parents x N children, or "auto"
     reflection_max_tokens: int = 200
+
+    def gepa_fields(self) -> dict[str, object]:
+        """The knobs that are `GEPAConfig` fields, by name."""
+        return self.model_dump(include=set(GEPASettings.model_fields) - {"reflection_max_tokens"})
 
 
 class JudgeSettings(GEPASettings):
     """Aligning the LLM judge to the human annotations."""
 
-    heldout_fraction: float = 0.4
+    heldout_fraction: float = 0.4  # labels kept out of alignment, to measure and gate it
     max_metric_calls: int = 200
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time
-    rationale_max_tokens: int = 48
+    rationale_max_tokens: int = 48  # the judge's one-sentence reason (GEPA's feedback)
     # The gate: a new judge needs its held-out primary agreement statistic >= this, and >=
     # the in-use judge's on the same held-out labels, to become judge-production. The
     # statistic follows the annotation's scale: Cohen's kappa for pass/fail and unranked
     # categories, quadratic weighted kappa for ranked categories and integer ranges,
     # Spearman's rho for any other number. A night whose judge is below it still runs,
     # but what it registers is marked untrusted and must not be promoted.
-    min_kappa: float = 0.2
+    min_agreement: float = 0.2
     # Whether a CATEGORICAL annotation's categories, in their score config's order, run
     # from worst to best (Langfuse does not say): then agreement counts near misses
     # (weighted kappa), and categories without values can still rank the agent's replies.
@@ -110,34 +122,36 @@ class AgentOptSettings(GEPASettings):
 
     pareto_size: int = 20  # examples in the Pareto (validation) set
     max_tokens: int = 24  # the agent's reply budget
-    seed: int = 0
 
 
-class LoraSettings(BaseModel):
-    """The slow loop: rejection-sampled SFT of a LoRA adapter on judged rollouts."""
+class LoraSettings(Section):
+    """The slow loop: rejection-sampled SFT of a LoRA adapter on judged rollouts, kept
+    only if the judge prefers it on the Pareto set. Needs a model that serves adapters:
+    the local engine, or vLLM with runtime LoRA loading (the adapter folder must be
+    readable by the server)."""
 
     enabled: bool = True
-    samples_per_example: int = 2
-    sample_temperature: float = 0.8
-    max_train_examples: int = 64
-    min_judge_score: float | None = None  # None = the aligned judge's calibrated pass threshold
-    rank: int = 8
-    alpha: int = 16
-    dropout: float = 0.05
-    learning_rate: float = 5e-4
-    epochs: int = 1
-    batch_size: int = 8
-    max_seq_length: int = 384
+    samples_per_example: int = 2  # sampled replies per training example
+    sample_temperature: float = 0.8  # > 0, so the samples differ and the best can be kept
+    max_train_examples: int = 64  # SFT records at most, the best of each example first
+    min_judge_score: float | None = None  # a record's least judge score; None = the pass cut
+    rank: int = 8  # LoRA rank r, on every linear layer of each block
+    alpha: int = 16  # LoRA scale alpha (the update is scaled by alpha / r)
+    dropout: float = 0.05  # on the LoRA input, in training only
+    learning_rate: float = 5e-4  # LoRA wants ~10x a full fine-tune's rate
+    epochs: int = 1  # passes over the records
+    batch_size: int = 8  # records per optimizer step
+    max_seq_length: int = 384  # tokens per record; longer ones are left out
 
 
-class EvalSettings(BaseModel):
+class EvalSettings(Section):
     """Held-out evaluation against true labels, never used for selection."""
 
     # JSONL of {"id", "inputs", "reference"}; empty = heldout.jsonl beside the JSONL export
     heldout_path: str = ""
 
 
-class RegistrySettings(BaseModel):
+class RegistrySettings(Section):
     """MLflow: where versions, metrics and adapters go."""
 
     tracking_uri: str = ""  # empty = sqlite in the state folder
@@ -146,13 +160,27 @@ class RegistrySettings(BaseModel):
     model_name: str = "agent"
 
 
+class NightKnobs(BaseModel):
+    """What a night does, as opposed to what it runs on: the nightly flow's parameters,
+    so Prefect shows them on every run and a deployment can override them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The one seed of a night: splits, GEPA, sampling and training derive theirs from it.
+    seed: int = 0
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="FLYWHEEL_", env_nested_delimiter="__", extra="forbid"
     )
 
-    state_dir: Path = Path(".flywheel")
+    state_dir: Path = Path(".flywheel")  # MLflow's store, Prefect's, adapters, the outbox
     agent: str = "infra.agents.intent_router:make_agent"  # package.module:factory
+    seed: int = 0  # see NightKnobs
     lm: LMSettings = Field(default_factory=LMSettings)
     # The model that writes GEPA's proposals; None = `lm`. Reflection wants the strongest
     # model you have (any OpenAI-compatible endpoint): a 135M model mostly writes noise.
@@ -170,6 +198,13 @@ class Settings(BaseSettings):
             if lm is not None and lm.api_key is None and os.environ.get("OPENAI_API_KEY"):
                 lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
         return self
+
+    def knobs(self) -> NightKnobs:
+        return NightKnobs(**{name: getattr(self, name) for name in NightKnobs.model_fields})
+
+    def with_knobs(self, knobs: NightKnobs) -> Settings:
+        """These settings with the night's knobs replaced (a flow run's parameters)."""
+        return self.model_copy(update={name: getattr(knobs, name) for name in knobs.model_fields})
 
     @property
     def tracking_uri(self) -> str:

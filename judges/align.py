@@ -1,130 +1,102 @@
-"""Aligning the judge's prompt to the humans with gepa_opt.
+"""Aligning a judge's prompt to the humans with gepa_opt: one pipeline for every scale.
 
-The per-example metric is the probability the judge gives to the human's label,
-weighted so both labels count equally (a judge that always says "fail" must not win
-on a mostly-failing sample). The reflection sees the human's label and comment beside
-the judge's verdict and its one-sentence reason. After the search, the pass threshold is
-calibrated on the training annotations, the validation labels decide between the seed
-and GEPA's best, and agreement is measured on held-out labels only.
+GEPA searches the rubric (train = reflective feedback, val = Pareto set). Its best must
+then beat the seed on the scale's primary agreement statistic over the validation
+labels, each fitted on the training labels, or the seed stays: the search metric is
+only a surrogate, and a small reflection model can propose rubrics that game it.
+Held-out labels are only ever reported, never used to choose. What differs by scale
+(the search metric, the fit, the agreement) is a `ScaleFit`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from gepa_opt import Adapter, EvaluationBatch, GEPAConfig, GEPAResult, optimize
+from gepa_opt import Adapter, GEPAConfig, optimize
 from infra.lm import LM
-from judges.calibration import balancing_weights, calibrate_threshold
-from judges.metrics import agreement_report, cohen_kappa
-from judges.pointwise import PointwiseJudge
-from judges.reflective import judge_reasons, their_comment
+from infra.scales import ScoreScale
+from judges.judge import Judge
+from judges.pass_fail_fit import PassFailFit
+from judges.scaled_fit import ScaledFit
 from judges.types import JudgedItem
 
 
-def label_weights(items: list[JudgedItem]) -> dict[bool, float]:
-    return balancing_weights((item.human_pass for item in items), (True, False))
+class ScaleFit(Protocol):
+    """How a judge on one kind of scale is searched, fitted and measured."""
 
+    @property
+    def primary(self) -> str: ...
 
-class JudgeAlignmentAdapter(Adapter):
-    def __init__(self, lm: LM, weights: dict[bool, float]):
-        self.lm = lm
-        self.weights = weights
+    def check(self, items: list[JudgedItem]) -> None:
+        """Raise, naming the items, when a label is missing or off the scale."""
 
-    async def evaluate(
-        self, batch: list[JudgedItem], candidate: dict[str, str], capture_traces: bool = False
-    ) -> EvaluationBatch:
-        judge = PointwiseJudge(self.lm, candidate)
-        probs = await asyncio.gather(*(judge.p_pass(item) for item in batch))
-        scores = [
-            self.weights[item.human_pass] * (p if item.human_pass else 1 - p)
-            for item, p in zip(batch, probs, strict=True)
-        ]
-        trajectories = list(zip(batch, probs, strict=True)) if capture_traces else None
-        return EvaluationBatch(outputs=list(probs), scores=scores, trajectories=trajectories)
+    def adapter(self, lm: LM, labelled: list[JudgedItem]) -> Adapter:
+        """GEPA's adapter, weighted on `labelled`; counts `unparseable` verdicts."""
 
-    async def make_reflective_dataset(
+    async def fit(
         self,
-        candidate: dict[str, str],
-        eval_batch: EvaluationBatch,
-        components_to_update: list[str],
-    ) -> dict[str, list[dict[str, Any]]]:
-        records = []
-        trajectories = eval_batch.trajectories or []
-        judge = PointwiseJudge(self.lm, candidate)
-        reasons = await judge_reasons(judge, trajectories)
-        for (item, p), reason in zip(trajectories, reasons, strict=True):
-            human = "pass" if item.human_pass else "fail"
-            judged = "pass" if p >= 0.5 else "fail"
-            records.append(
-                {
-                    "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
-                    "Generated Outputs": (
-                        f"{judged} (probability of pass {p:.2f}). The judge's reason: {reason}"
-                    ),
-                    "Feedback": (
-                        f"The human reviewer marked this reply {human}."
-                        f"{their_comment(item.human_comment)}"
-                    ),
-                }
-            )
-        return {component: records for component in components_to_update}
+        lm: LM,
+        prompts: dict[str, str],
+        train: list[JudgedItem],
+        val: list[JudgedItem],
+        seed: int,
+    ) -> tuple[float, float]:
+        """(threshold fitted on train, the primary statistic on val at it)."""
+
+    async def agreement(
+        self, lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+    ) -> dict[str, float]:
+        """`agreement_report` of the judge on `items`."""
+
+
+def fit_for(scale: ScoreScale) -> ScaleFit:
+    """Pass/fail: a threshold calibrated on P(pass); any other scale: the judge answers on it."""
+    return PassFailFit() if scale.kind == "boolean" else ScaledFit(scale)
 
 
 @dataclass
-class AlignedJudge:
-    prompts: dict[
-        str, str
-    ]  # the judge to use: GEPA's best, or the seed if that did not agree better
-    threshold: float
-    heldout: dict[str, float]  # agreement_report on held-out labels
-    seed_heldout: dict[str, float]
-    seed_threshold: float
-    val_kappa: float  # what chose between the two: kappa on the validation labels
-    seed_val_kappa: float
-    kept_seed: bool
+class Alignment:
+    """What aligning found: the judge to use and the seed, both measured on held-out labels."""
+
+    judge: Judge  # GEPA's best, or the seed if that did not agree better on val
+    seed: Judge
+    val_score: float  # the primary statistic of GEPA's best on validation labels
+    seed_val_score: float
+    kept_seed: bool  # GEPA's best did not agree better on validation labels
+    searched: dict[str, str]  # GEPA's best candidate, kept or not
     metric_calls: int
-    result: GEPAResult | None = field(default=None, repr=False)
+    sizes: dict[str, int]  # labels per split: train, val, heldout
+    unparseable: int = 0  # verdicts the search scored 0, unreadable
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
+
+    @property
+    def primary(self) -> str:
+        return self.judge.primary
 
 
-def _labels(items: list[JudgedItem]) -> list[bool]:
-    return [bool(i.human_pass) for i in items]
+def beats(score: float, other: float) -> bool:
+    """A NaN (undefined or missing) statistic never wins, and loses to any number."""
+    return not math.isnan(score) and (math.isnan(other) or score > other)
 
 
-async def fit_and_validate(
-    lm: LM, prompts: dict[str, str], train: list[JudgedItem], val: list[JudgedItem]
-) -> tuple[float, float]:
-    """(threshold calibrated on train, kappa on val at that threshold)."""
-    probs = await PointwiseJudge(lm, prompts).p_pass_many(train + val)
-    threshold = calibrate_threshold(probs[: len(train)], _labels(train))
-    verdicts = [p >= threshold for p in probs[len(train) :]]
-    return threshold, cohen_kappa(verdicts, _labels(val))
-
-
-async def heldout_agreement(
-    lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
-) -> dict[str, float]:
-    probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
-    return agreement_report([p >= threshold for p in probs], _labels(items), seed)
-
-
-async def align_judge(
+async def align(
     lm: LM,
     seed_prompts: dict[str, str],
+    scale: ScoreScale,
     train: list[JudgedItem],
     val: list[JudgedItem],
     heldout: list[JudgedItem],
     config: GEPAConfig,
     reflection_lm: Callable[[str], Awaitable[str]],
     on_event: Callable[[Any], None] | None = None,
-) -> AlignedJudge:
-    """GEPA on the judge prompt (train = feedback, val = Pareto set). GEPA's best must then
-    beat the seed on val kappa with a threshold fitted on train, or the seed stays: the
-    search metric is only a surrogate, and a small reflection model can propose rubrics
-    that game it. Held-out labels are only ever reported, never used to choose."""
-    adapter = JudgeAlignmentAdapter(lm, label_weights(train + val))
+) -> Alignment:
+    fit = fit_for(scale)
+    fit.check(train + val + heldout)  # before any budget is spent
+    adapter = fit.adapter(lm, train + val)
     result = await optimize(
         seed_prompts,
         train,
@@ -135,25 +107,25 @@ async def align_judge(
         example_id=lambda item: item.id,
         on_event=on_event,
     )
-    best = result.best_candidate
-    (seed_threshold, seed_kappa), (best_threshold, best_kappa) = await asyncio.gather(
-        fit_and_validate(lm, seed_prompts, train, val), fit_and_validate(lm, best, train, val)
+    best = dict(result.best_candidate)
+    (seed_cut, seed_val), (best_cut, best_val) = await asyncio.gather(
+        fit.fit(lm, seed_prompts, train, val, config.seed),
+        fit.fit(lm, best, train, val, config.seed),
     )
-    kept_seed = best != seed_prompts and best_kappa <= seed_kappa  # GEPA found one; it lost
-    chosen, threshold = (seed_prompts, seed_threshold) if kept_seed else (best, best_threshold)
+    kept_seed = best != seed_prompts and not beats(best_val, seed_val)
+    chosen, cut = (seed_prompts, seed_cut) if kept_seed else (best, best_cut)
     seed_report, chosen_report = await asyncio.gather(
-        heldout_agreement(lm, seed_prompts, seed_threshold, heldout, config.seed),
-        heldout_agreement(lm, chosen, threshold, heldout, config.seed),
+        fit.agreement(lm, seed_prompts, seed_cut, heldout, config.seed),
+        fit.agreement(lm, chosen, cut, heldout, config.seed),
     )
-    return AlignedJudge(
-        prompts=dict(chosen),
-        threshold=threshold,
-        heldout=chosen_report,
-        seed_heldout=seed_report,
-        seed_threshold=seed_threshold,
-        val_kappa=best_kappa,
-        seed_val_kappa=seed_kappa,
+    return Alignment(
+        judge=Judge(dict(chosen), scale, cut, heldout=chosen_report),
+        seed=Judge(dict(seed_prompts), scale, seed_cut, heldout=seed_report),
+        val_score=best_val,
+        seed_val_score=seed_val,
         kept_seed=kept_seed,
+        searched=best,
         metric_calls=result.metric_calls_used,
-        result=result,
+        sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
+        unparseable=adapter.unparseable,
     )

@@ -2,7 +2,7 @@
 
 A judge that agrees with the humans less than the floor, or less than the judge already
 in use on the same held-out labels, would steer the agent worse than what runs today.
-Agreement is the scale's primary statistic (`judges.scaled_align.primary_metric`: kappa
+Agreement is the scale's primary statistic (`judges.metrics.primary_metric`: kappa
 for pass/fail), and both judges' must come from tonight's held-out split: a statistic
 measured on another night's labels is not comparable.
 """
@@ -11,13 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class InUseJudge:
-    """The judge at alias judge-production, re-measured on tonight's held-out labels."""
-
-    label: str  # how people name it, e.g. "agent-judge-rubric v3"
-    score: float  # the primary agreement statistic
+from judges.judge import Judge
 
 
 @dataclass(frozen=True)
@@ -26,7 +20,7 @@ class GateDecision:
     reason: str  # one sentence for the night's report
     new_score: float  # the new judge's primary agreement statistic
     floor: float
-    in_use: InUseJudge | None = None
+    in_use: Judge | None = None  # at judge-production, re-measured on tonight's labels
 
     @property
     def keeps_in_use(self) -> bool:
@@ -35,11 +29,12 @@ class GateDecision:
 
 
 def gate_judge(
-    new_score: float, floor: float, in_use: InUseJudge | None, metric: str = "kappa"
+    new_score: float, floor: float, in_use: Judge | None, metric: str = "kappa"
 ) -> GateDecision:
     """Pass when the new judge's held-out `metric` reaches `floor` and is not below the
     in-use judge's on the same items (a tie passes: the newer labels taught it)."""
     new = f"new judge {metric} {new_score:.2f}"
+    used = in_use.heldout_score if in_use else None
     # `not >=` rather than `<`, so that a NaN statistic fails instead of slipping through.
     if not new_score >= floor:
         if in_use is None:
@@ -48,19 +43,18 @@ def gate_judge(
                 "marked untrusted"
             )
         else:
-            reason = f"{new} < floor {floor:.2f}; kept {in_use.label} ({metric} {in_use.score:.2f})"
+            reason = f"{new} < floor {floor:.2f}; kept {in_use.label} ({metric} {used:.2f})"
         return GateDecision(False, reason, new_score, floor, in_use)
     if in_use is None:
         reason = f"{new} >= floor {floor:.2f}, no judge in use yet; it becomes judge-production"
         return GateDecision(True, reason, new_score, floor, None)
-    if not new_score >= in_use.score:
+    if not new_score >= used:
         reason = (
-            f"{new} < {in_use.label}'s {in_use.score:.2f} on tonight's held-out labels; "
-            f"kept {in_use.label}"
+            f"{new} < {in_use.label}'s {used:.2f} on tonight's held-out labels; kept {in_use.label}"
         )
         return GateDecision(False, reason, new_score, floor, in_use)
     reason = (
-        f"{new} >= floor {floor:.2f} and >= {in_use.label}'s {in_use.score:.2f} on tonight's "
+        f"{new} >= floor {floor:.2f} and >= {in_use.label}'s {used:.2f} on tonight's "
         f"held-out labels; it replaces {in_use.label}"
     )
     return GateDecision(True, reason, new_score, floor, in_use)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judges.scales import ScoreScale
+from infra.scales import ScoreScale
 
 Metric = Callable[[Sequence[Any], Sequence[Any]], float | None]
 
@@ -158,6 +158,16 @@ def bootstrap(
     low = values[int(tail * (len(values) - 1))]
     high = values[int((1 - tail) * (len(values) - 1))]
     return Estimate(point, low, high)
+
+
+def primary_metric(scale: ScoreScale) -> str:
+    """The `agreement_report` key that decides between judges on this scale, and that the
+    judge gate compares."""
+    if scale.kind == "boolean" or (scale.kind == "categorical" and not scale.ordinal):
+        return "kappa"
+    if scale.levels is not None:  # ordinal categories, or a bounded integer range
+        return "weighted_kappa"
+    return "spearman"
 
 
 def agreement_report(

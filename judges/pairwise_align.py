@@ -9,13 +9,11 @@ model's main failure and the reflection has to see it to write against it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
 from judges.calibration import balancing_weights
-from judges.pairwise import PairwiseJudge
-from judges.reflective import judge_reasons, their_comment
+from judges.pairwise import PairwiseJudge, PairwiseVerdict
+from judges.reflective import Record, reflective_dataset, their_comment
 from judges.types import PairwiseItem, Preference
 
 
@@ -54,35 +52,31 @@ class PairwiseAlignmentAdapter(Adapter):
         candidate: dict[str, str],
         eval_batch: EvaluationBatch,
         components_to_update: list[str],
-    ) -> dict[str, list[dict[str, Any]]]:
-        records = []
-        trajectories = eval_batch.trajectories or []
+    ) -> dict[str, list[Record]]:
         judge = PairwiseJudge(self.lm, candidate)
-        reasons = await judge_reasons(judge, trajectories)
-        for (item, v), reason in zip(trajectories, reasons, strict=True):
-            first, swapped = v.p_a_by_order
-            flip = (
-                " The verdict flipped when the order was swapped: the judge followed the "
-                "position, not the content."
-                if v.order_flip
-                else ""
-            )
-            records.append(
-                {
-                    "Inputs": (
-                        f"Question: {clip(item.question, self.max_answer_chars)}\n"
-                        f"Answer A: {clip(item.answer_a, self.max_answer_chars)}\n"
-                        f"Answer B: {clip(item.answer_b, self.max_answer_chars)}"
-                    ),
-                    "Generated Outputs": (
-                        f"Probability that A is better: {v.p_a:.2f} (A shown first: "
-                        f"{first:.2f}; B shown first: {swapped:.2f}).{flip} "
-                        f"The judge's reason: {reason}"
-                    ),
-                    "Feedback": (
-                        f"The human expert preferred answer {item.human_prefers}."
-                        f"{their_comment(item.human_comment)}"
-                    ),
-                }
-            )
-        return {component: records for component in components_to_update}
+        return await reflective_dataset(judge, eval_batch, components_to_update, self._record)
+
+    def _record(self, item: PairwiseItem, v: PairwiseVerdict, reason: str) -> Record:
+        first, swapped = v.p_a_by_order
+        flip = (
+            " The verdict flipped when the order was swapped: the judge followed the "
+            "position, not the content."
+            if v.order_flip
+            else ""
+        )
+        return {
+            "Inputs": (
+                f"Question: {clip(item.question, self.max_answer_chars)}\n"
+                f"Answer A: {clip(item.answer_a, self.max_answer_chars)}\n"
+                f"Answer B: {clip(item.answer_b, self.max_answer_chars)}"
+            ),
+            "Generated Outputs": (
+                f"Probability that A is better: {v.p_a:.2f} (A shown first: "
+                f"{first:.2f}; B shown first: {swapped:.2f}).{flip} "
+                f"The judge's reason: {reason}"
+            ),
+            "Feedback": (
+                f"The human expert preferred answer {item.human_prefers}."
+                f"{their_comment(item.human_comment)}"
+            ),
+        }

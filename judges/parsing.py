@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.scales import ScoreScale
+from infra.scales import ScoreScale
 
 # In priority order: {"verdict": "pass", "score": 0.9} means pass, 0.9 being a confidence.
 VERDICT_KEYS = ("verdict", "label", "score", "rating", "decision", "grade")

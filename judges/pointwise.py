@@ -54,6 +54,7 @@ class PointwiseJudge:
         self.prompts = prompts
         self.threshold = threshold
         self.rationale_max_tokens = rationale_max_tokens
+        self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
 
     def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
         return judge_messages(self.prompts["rubric"], item, question)

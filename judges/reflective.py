@@ -4,7 +4,12 @@ judge's one-sentence reason for each item, and the human's comment when there is
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from gepa_opt import EvaluationBatch
+
+Record = dict[str, str]  # GEPA's reflective record: Inputs, Generated Outputs, Feedback
 
 
 class Explains(Protocol):
@@ -18,3 +23,20 @@ async def judge_reasons(judge: Explains, trajectories: list[tuple[Any, Any]]) ->
 
 def their_comment(comment: str) -> str:
     return f' Their comment: "{comment}"' if comment else ""
+
+
+async def reflective_dataset(
+    judge: Explains,
+    eval_batch: EvaluationBatch,
+    components: list[str],
+    record: Callable[[Any, Any, str], Record],
+) -> dict[str, list[Record]]:
+    """GEPA's reflective dataset of an alignment adapter: `record(item, verdict, reason)`
+    for each (item, verdict) of the minibatch, the same records for every component."""
+    trajectories = eval_batch.trajectories or []
+    reasons = await judge_reasons(judge, trajectories)
+    records = [
+        record(item, verdict, reason)
+        for (item, verdict), reason in zip(trajectories, reasons, strict=True)
+    ]
+    return {component: records for component in components}

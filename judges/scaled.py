@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 
 from infra.lm import LM
+from infra.scales import ScoreScale
 from judges.parsing import ParsedVerdict, Unparseable, parse_verdict
 from judges.pointwise import judge_messages
-from judges.scales import ScoreScale
 from judges.types import JudgedItem
 
 MAX_CHOICES = 11  # e.g. 0-10; beyond it, one log-probability pass per level costs too much

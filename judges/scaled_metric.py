@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 from infra.errors import UserFacingError
+from infra.scales import ScoreScale
 from judges.parsing import Unparseable
 from judges.scaled import ScaledJudge, ScaledVerdict
-from judges.scales import ScoreScale
 from judges.types import JudgedItem
 
 PASS_CUT = 0.5  # on the normalized score, for every scale but pass/fail (its threshold)

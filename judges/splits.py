@@ -38,6 +38,16 @@ def stratified_split(
     return rest, part
 
 
+def judge_splits(
+    items: Sequence[JudgedItem], heldout_fraction: float, seed: int
+) -> tuple[list[JudgedItem], list[JudgedItem], list[JudgedItem]]:
+    """(train, val, held-out), fixed by seed: the gate re-measures the judge in use on the
+    very held-out items the new judge was measured on."""
+    selection, heldout = stratified_split(items, heldout_fraction, seed)
+    train, val = stratified_split(selection, 0.4, seed + 1)
+    return train, val, heldout
+
+
 def _label(item: JudgedItem) -> Hashable:
     return item.human_pass if item.human_pass is not None else item.human_value
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 Preference = Literal["A", "B"]
@@ -21,6 +22,17 @@ class JudgedItem:
     # The annotation on its own scale (bool, category name or number), for judges that
     # are aligned on any scale; the boolean path keeps reading `human_pass`.
     human_value: bool | str | float | None = None
+
+
+@dataclass(frozen=True)
+class LabelWindow:
+    """Which annotations a night learned from: registered with the judge version."""
+
+    labels: int
+    first: datetime | None  # the earliest annotation's timestamp
+    last: datetime | None
+    since: datetime | None  # the fetch's window start; None = all the source had
+    fetched_at: datetime | None
 
 
 @dataclass(frozen=True)

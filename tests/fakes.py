@@ -1,9 +1,11 @@
-"""A scripted LM for unit tests of the machinery (the product path uses the real model)."""
+"""A scripted LM for unit tests of the machinery (the product path uses the real model),
+and a random LoRA adapter for tests that serve one."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from infra.lm import Completion, Usage
 
@@ -35,3 +37,16 @@ class ScriptedLM:
     ) -> list[float]:
         p = min(max(self.p_first(messages), 1e-6), 1 - 1e-6)
         return [math.log(p), math.log(1 - p)] + [math.log(1e-6)] * (len(choices) - 2)
+
+
+def random_lora_adapter(base_model_path: str, folder: Path, seed: int = 0) -> Path:
+    """A random (non-identity) LoRA adapter on q/v, saved the way weights/ saves one."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+    config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(folder)
+    return folder

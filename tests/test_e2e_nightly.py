@@ -7,10 +7,11 @@ from pathlib import Path
 import mlflow
 import pytest
 from mlflow import MlflowClient
+from prefect import get_client
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
-from flows.runtime import runtime
+from flows.runtime import Runtime
 from infra.settings import Settings
 from infra.traces.jsonl import DEMO_DIR
 
@@ -44,6 +45,12 @@ def small_export(folder: Path, traces: int = 48, heldout: int = 21) -> Path:
     return folder
 
 
+async def flow_run_parameters() -> dict:
+    async with get_client() as client:
+        (run, *_) = await client.read_flow_runs(limit=1)
+        return run.parameters
+
+
 def test_nightly_registers_versions_with_metrics(tmp_path):
     export = small_export(tmp_path / "export")
     settings = Settings(
@@ -63,14 +70,18 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
             "max_seq_length": 256,
         },
     )
-    runtime(settings)
+    rt = Runtime(settings)
     with prefect_test_harness():
-        report = asyncio.run(nightly(run_id="e2e"))
+        report = asyncio.run(nightly(run_id="e2e", knobs=settings.knobs(), runtime=rt))
         # A second run of the same night reuses every finished stage: nothing is redone.
-        again = asyncio.run(nightly(run_id="e2e"))
+        again = asyncio.run(nightly(run_id="e2e", knobs=settings.knobs(), runtime=rt))
+        parameters = asyncio.run(flow_run_parameters())
 
+    # Prefect shows the night's knobs; the runtime (a loaded model) is only named.
+    assert parameters["knobs"]["agent_opt"]["max_metric_calls"] == 30
+    assert parameters["knobs"]["seed"] == 0 and parameters["runtime"] == "<Runtime>"
     assert report.collected["skipped_records"] >= 2  # the two malformed lines
-    assert report.prompt.metric_calls <= 30 and report.judge.metric_calls <= 40
+    assert report.prompt.metric_calls <= 30 and report.alignment.metric_calls <= 40
     assert set(report.evals) >= {"seed", "prompts"}
     registered = report.registered
     assert registered is not None and registered.model_version == 1
@@ -104,10 +115,11 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     gate = report.gate
     assert gate.registered == {"agent-judge-rubric": 1} and gate.previous is None
     judge = client.get_prompt_version("agent-judge-rubric", 1)
-    assert judge.template == report.judge.prompts["rubric"]
-    assert float(judge.tags["flywheel.judge.threshold"]) == report.judge.threshold
+    aligned = report.alignment.judge
+    assert judge.template == aligned.prompts["rubric"]
+    assert float(judge.tags["flywheel.judge.threshold"]) == aligned.threshold
     assert float(judge.tags["flywheel.judge.heldout.kappa"]) == pytest.approx(
-        report.judge.heldout["kappa"], abs=1e-4
+        aligned.heldout["kappa"], abs=1e-4
     )
     for key in ("kappa_low", "kappa_high", "accuracy", "accuracy_low", "accuracy_high"):
         assert f"flywheel.judge.heldout.{key}" in judge.tags, key

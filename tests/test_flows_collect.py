@@ -1,13 +1,13 @@
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from flows.collect import LabelWindow, collect, load_heldout, summarize, window_start
 from infra.agents.intent_router import IntentRouter
-from infra.errors import UserFacingError
+from infra.scales import ScoreScale
 from infra.traces import Annotation, TraceBatch, TraceRecord
 from judges.scaled_metric import UnrankedScale, check_ranked
-from judges.scales import ScoreScale
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
@@ -97,15 +97,15 @@ def night(*annotations: Annotation) -> TraceBatch:
 
 
 def test_a_numeric_score_config_gives_numbers_and_skips_what_is_off_its_range():
-    config = {"name": "quality", "dataType": "NUMERIC", "minValue": 1, "maxValue": 5}
+    stars = ScoreScale("numeric", minimum=1, maximum=5, name="quality")
     batch = night(
         score("a", 4.0, "quality", "NUMERIC"),
         score("b", 0.7, "quality", "NUMERIC"),  # pass/fail used to read this as a pass
         score("c", 1.0, "quality", "BOOLEAN"),
         score("d", 5.0, "quality", "NUMERIC"),
     )
-    collected = collect(batch, IntentRouter(), "quality", config=config)
-    assert collected.scale == ScoreScale("numeric", minimum=1, maximum=5, name="quality")
+    collected = collect(batch, IntentRouter(), "quality", scale=stars)
+    assert collected.scale is stars
     assert [(i.id, i.human_value, i.human_pass) for i in collected.items] == [
         ("a", 4.0, None),
         ("d", 5.0, None),
@@ -118,17 +118,13 @@ def test_a_numeric_score_config_gives_numbers_and_skips_what_is_off_its_range():
 
 
 def test_a_categorical_score_config_gives_its_labels():
-    config = {
-        "name": "tone",
-        "dataType": "CATEGORICAL",
-        "categories": [{"label": "rude", "value": 0}, {"label": "polite", "value": 1}],
-    }
+    tone = ScoreScale("categorical", ("rude", "polite"), (0, 1), ordinal=True, name="tone")
     batch = night(
         score("a", "polite", "tone", "CATEGORICAL"),
         score("b", "rude", "tone", "CATEGORICAL"),
         score("c", "sarcastic", "tone", "CATEGORICAL"),
     )
-    collected = collect(batch, IntentRouter(), "tone", config=config, ordinal=True)
+    collected = collect(batch, IntentRouter(), "tone", scale=tone)
     assert collected.scale.categories == ("rude", "polite") and collected.scale.ordinal
     assert [(i.id, i.human_value) for i in collected.items] == [("a", "polite"), ("b", "rude")]
     assert [(s.field, s.reason.split(":")[0]) for s in collected.skipped] == [
@@ -149,19 +145,13 @@ def test_without_a_config_the_scale_is_inferred_from_the_annotations():
 
 def test_a_scale_without_order_stops_the_night_with_the_fix():
     batch = night(score("a", "blue", "colour", "CATEGORICAL"))
-    same = [{"label": "blue", "value": 0}, {"label": "red", "value": 0}]
-    config = {"name": "colour", "dataType": "CATEGORICAL", "categories": same}
-    flat = collect(batch, IntentRouter(), "colour", config=config).scale
+    same = ScoreScale("categorical", ("blue", "red"), (0, 0), name="colour")
+    flat = collect(batch, IntentRouter(), "colour", scale=same).scale
     with pytest.raises(UnrankedScale, match=r"^The score 'colour' has categories .*judge\.ordinal"):
         check_ranked(flat)
-    check_ranked(collect(batch, IntentRouter(), "colour", config=config, ordinal=True).scale)
-    unbounded = {"name": "stars", "dataType": "NUMERIC", "minValue": 1}
+    ranked = replace(same, ordinal=True)
+    check_ranked(collect(batch, IntentRouter(), "colour", scale=ranked).scale)
+    unbounded = ScoreScale("numeric", minimum=1, name="stars")
     with pytest.raises(UnrankedScale, match="'stars' is numeric without a range.*maximum"):
-        check_ranked(collect(night(), IntentRouter(), "stars", config=unbounded).scale)
+        check_ranked(collect(night(), IntentRouter(), "stars", scale=unbounded).scale)
     check_ranked(collect(night(), IntentRouter(), "correct").scale)  # pass/fail ranks replies
-
-
-def test_an_unreadable_score_config_is_one_sentence():
-    config = {"name": "colour", "dataType": "CATEGORICAL", "categories": [{"label": "blue"}]}
-    with pytest.raises(UserFacingError, match=r"config 'colour' cannot be read \(categories\[0\]"):
-        collect(night(), IntentRouter(), "colour", config=config)

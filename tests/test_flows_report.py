@@ -1,24 +1,44 @@
-from flows.report import NightReport, render_markdown
-from flows.stages import Evaluation, JudgeStage, LoraStage, PromptStage
+from dataclasses import replace
+
+from flows.feedback import Feedback
+from flows.night_report import NightReport
+from flows.report import render_markdown
+from flows.stages import Evaluation, PromptStage
+from infra.scales import ScoreScale
+from judges.align import Alignment
+from judges.choose import JudgeGate
+from judges.gate import gate_judge
+from judges.judge import Judge
+from weights.round import LoraRound
+
+STARS = ScoreScale("numeric", minimum=1, maximum=5)
+PASS_FAIL = ScoreScale("boolean")
 
 
-def report(heldout_kappa: float) -> NightReport:
-    judge = JudgeStage(
-        prompts={"rubric": "r2"},
-        threshold=0.3,
-        heldout={"kappa": heldout_kappa, "accuracy": 0.7},
-        seed_prompts={"rubric": "r"},
-        seed_threshold=0.4,
-        seed_heldout={"kappa": 0.1, "accuracy": 0.6},
+def alignment(heldout: dict[str, float], scale: ScoreScale = PASS_FAIL) -> Alignment:
+    return Alignment(
+        judge=Judge({"rubric": "r2"}, scale, 0.3, heldout=heldout),
+        seed=Judge({"rubric": "r"}, scale, 0.4, heldout={"kappa": 0.1, "accuracy": 0.6}),
         val_score=0.3,
         seed_val_score=0.2,
         kept_seed=False,
+        searched={"rubric": "r2"},
         metric_calls=50,
         sizes={"train": 10, "val": 5, "heldout": 8},
-        floor=0.2,
     )
+
+
+def tonight_gate(a: Alignment) -> JudgeGate:
+    """The first night's gate: tonight's judge is the one the night runs on."""
+    judge = replace(a.judge, versions={"agent-judge-rubric": 1})
+    decision = gate_judge(judge.heldout_score, 0.2, None, judge.primary)
+    return JudgeGate(decision, judge.versions, judge, None)
+
+
+def report(heldout_kappa: float, a: Alignment | None = None) -> NightReport:
+    a = a or alignment({"kappa": heldout_kappa, "accuracy": 0.7})
     prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
-    lora = LoraStage(
+    lora = LoraRound(
         "/a", False, 12, 1.5, 0.4, 0.3, note="not kept: the judge preferred the base model"
     )
     evals = {
@@ -29,7 +49,8 @@ def report(heldout_kappa: float) -> NightReport:
     return NightReport(
         "n1",
         {"traces": 20, "skipped_records": 1},
-        judge,
+        a,
+        tonight_gate(a),
         prompt,
         lora,
         evals,
@@ -55,23 +76,19 @@ def test_untrusted_judge_and_dropped_adapter_are_said():
 
 
 def kept_judge_report() -> NightReport:
-    from flows.feedback import Feedback
-    from flows.judge_gate import JudgeGate
-    from flows.judge_in_use import JudgeInUse
-    from judges.gate import InUseJudge, gate_judge
-
     night = report(0.05)
-    kept = JudgeInUse({"rubric": "old"}, 0.45, {"agent-judge-rubric": 3}, 0.31, 0.2, False)
-    night.gate = JudgeGate(
-        decision=gate_judge(0.05, 0.2, InUseJudge(kept.label, kept.heldout_score)),
+    kept = Judge({"rubric": "old"}, threshold=0.45, versions={"agent-judge-rubric": 3})
+    kept = replace(kept, heldout={"kappa": 0.31})
+    gate = JudgeGate(
+        decision=gate_judge(0.05, 0.2, kept),
         registered={"agent-judge-rubric": 4},
         judge=kept,
         previous=kept,
     )
-    night.feedback = Feedback(
+    sent = Feedback(
         judge=kept.label, unlabelled=9, labels_requested=5, scores_total=20, scores_written=20
     )
-    return night
+    return replace(night, gate=gate, feedback=sent)
 
 
 def test_gate_version_labels_and_scores_are_reported():
@@ -93,12 +110,8 @@ def test_gate_version_labels_and_scores_are_reported():
 
 
 def test_a_graded_night_reports_its_own_statistic():
-    from judges.scales import ScoreScale
-
-    night = report(0.5)
-    night.judge.scale = ScoreScale("numeric", minimum=1, maximum=5)
-    night.judge.heldout = {"weighted_kappa": 0.1, "spearman": 0.4}
-    night.judge.kept_seed = True
+    graded = alignment({"weighted_kappa": 0.1, "spearman": 0.4}, STARS)
+    night = report(0.5, replace(graded, kept_seed=True))
     metrics = night.metrics()
     assert metrics["judge_val_weighted_kappa_best"] == 0.3 and metrics["judge_trusted"] == 0.0
     assert "judge_val_kappa_best" not in metrics
@@ -112,8 +125,8 @@ def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_som
     quiet = report(0.5)
     assert quiet.metrics()["judge_unparseable_verdicts"] == 0.0
     assert "unreadable" not in render_markdown(quiet)
-    noisy = report(0.5)
-    noisy.judge.unparseable, noisy.prompt.judge_unparseable = 3, 7
+    noisy = report(0.5, replace(alignment({"kappa": 0.5}), unparseable=3))
+    noisy.prompt.judge_unparseable = 7
     metrics = noisy.metrics()
     assert metrics["judge_unparseable_verdicts"] == 3.0
     assert metrics["agent_judge_unparseable_verdicts"] == 7.0

@@ -1,8 +1,14 @@
+import pytest
+
 from gepa_opt import GEPAConfig
-from judges.align import align_judge, label_weights
+from infra.scales import ScoreScale
+from judges.align import align
+from judges.pass_fail_fit import label_weights
 from judges.pointwise import PointwiseJudge
 from judges.types import JudgedItem
 from tests.fakes import ScriptedLM
+
+PASS_FAIL = ScoreScale("boolean")
 
 
 def judged(n: int) -> list[JudgedItem]:
@@ -38,20 +44,22 @@ async def test_alignment_finds_a_rubric_that_agrees_with_humans():
         assert "The judge's reason:" in prompt  # beside the judge's own reason
         return (await lm.complete([{"role": "user", "content": prompt}])).text
 
-    aligned = await align_judge(
+    aligned = await align(
         lm,
         {"rubric": "Judge the reply."},
+        PASS_FAIL,
         train,
         val,
         heldout,
         GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
         reflect,
     )
-    assert "must name the intent" in aligned.prompts["rubric"]
-    assert aligned.heldout["kappa"] == 1.0
-    assert abs(aligned.seed_heldout["kappa"]) < 1e-9
-    assert 0.2 < aligned.threshold <= 0.8
+    assert "must name the intent" in aligned.judge.prompts["rubric"]
+    assert aligned.judge.heldout["kappa"] == 1.0
+    assert abs(aligned.seed.heldout["kappa"]) < 1e-9
+    assert 0.2 < aligned.judge.threshold <= 0.8
     assert aligned.metric_calls <= 60
+    assert aligned.sizes == {"train": 12, "val": 9, "heldout": 9} and aligned.unparseable == 0
 
 
 def test_label_weights_balance_the_classes():
@@ -81,16 +89,35 @@ async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
     async def reflect(prompt: str) -> str:
         return (await lm.complete([{"role": "user", "content": prompt}])).text
 
-    aligned = await align_judge(
+    aligned = await align(
         lm,
         {"rubric": "Judge the reply."},
+        PASS_FAIL,
         items[:12],
         items[12:24],
         items[24:],
         GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
         reflect,
     )
-    assert "be very sure" in aligned.result.best_candidate["rubric"]  # the search took it
-    assert aligned.kept_seed and aligned.prompts == {"rubric": "Judge the reply."}
-    assert aligned.seed_val_kappa == 1.0 and aligned.val_kappa < 1.0
-    assert aligned.heldout == aligned.seed_heldout
+    assert "be very sure" in aligned.searched["rubric"]  # the search took it
+    assert aligned.kept_seed and aligned.judge.prompts == {"rubric": "Judge the reply."}
+    assert aligned.seed_val_score == 1.0 and aligned.val_score < 1.0
+    assert aligned.judge == aligned.seed
+
+
+async def test_a_pass_fail_label_missing_is_named_before_any_budget_is_spent():
+    lm = ScriptedLM(p_first=p_yes)
+    items = judged(12)
+    unlabelled = JudgedItem("t99", "request", "right")
+    with pytest.raises(ValueError, match="t99"):
+        await align(
+            lm,
+            {"rubric": "r"},
+            PASS_FAIL,
+            items[:6],
+            items[6:] + [unlabelled],
+            [],
+            GEPAConfig(max_metric_calls=10),
+            lambda prompt: None,
+        )
+    assert lm.calls == []

@@ -1,8 +1,15 @@
 import math
 
-from judges.gate import InUseJudge, gate_judge
+from judges.gate import gate_judge
+from judges.judge import Judge
 
-V3 = InUseJudge("judge v3", 0.31)
+
+def in_use(version: int, kappa: float) -> Judge:
+    """The judge at judge-production, re-measured on tonight's held-out labels."""
+    return Judge({"rubric": "r"}, versions={"judge": version}, heldout={"kappa": kappa})
+
+
+V3 = in_use(3, 0.31)
 
 
 def test_first_judge_above_the_floor_passes():
@@ -37,4 +44,4 @@ def test_no_judge_in_use_and_below_the_floor_runs_untrusted():
 
 def test_an_undefined_kappa_never_passes():
     assert not gate_judge(math.nan, 0.20, None).passed
-    assert not gate_judge(0.5, 0.20, InUseJudge("judge v1", math.nan)).passed
+    assert not gate_judge(0.5, 0.20, in_use(1, math.nan)).passed

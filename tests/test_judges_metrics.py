@@ -1,5 +1,6 @@
 import pytest
 
+from infra.scales import ScoreScale
 from judges.calibration import balanced_accuracy, calibrate_threshold
 from judges.metrics import (
     Estimate,
@@ -13,7 +14,6 @@ from judges.metrics import (
     true_positive_rate,
     weighted_kappa,
 )
-from judges.scales import ScoreScale
 
 T, F = True, False
 

@@ -1,7 +1,7 @@
 import pytest
 
+from infra.scales import ScoreScale
 from judges.parsing import ParsedVerdict, ParseTally, Unparseable, parse_verdict
-from judges.scales import ScoreScale
 
 BOOLEAN = ScoreScale("boolean")
 CATEGORIES = ScoreScale("categorical", ("correct", "partially correct", "incorrect"))

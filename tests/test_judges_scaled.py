@@ -7,9 +7,9 @@ import math
 import pytest
 
 from infra.lm import Completion
+from infra.scales import ScoreScale
 from judges.parsing import Unparseable
 from judges.scaled import ScaledJudge, answers
-from judges.scales import ScoreScale
 from judges.types import JudgedItem
 
 ITEM = JudgedItem("t1", "What is 2+2?", "4")

@@ -8,11 +8,11 @@ import pytest
 
 from infra.agents.intent_router import IntentRouter
 from infra.lm import Completion
+from infra.scales import ScoreScale
 from infra.types import Example
 from judges.agent_metric import AgentJudgeAdapter
 from judges.scaled import ScaledJudge
 from judges.scaled_metric import ScaledMetric, UnrankedScale, ranking_problem
-from judges.scales import ScoreScale
 from judges.types import JudgedItem
 
 ITEM = JudgedItem("t1", "What is 2+2?", "4")

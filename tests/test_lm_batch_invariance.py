@@ -10,7 +10,7 @@ import pytest
 
 from infra.lm.local import LocalLM
 from infra.settings import LMSettings
-from judges.align import fit_and_validate
+from judges.pass_fail_fit import fit_and_validate
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.types import JudgedItem
 

@@ -123,7 +123,7 @@ async def test_errors_reach_the_caller_and_the_worker_survives(parts, batcher):
 async def test_adapters_switch_only_between_drained_groups(parts, batcher, monkeypatch):
     _, _, prompts = parts
     for name in ("a", "b"):
-        batcher.add_adapter(name, dict)  # the base weights again, as a set of their own
+        await batcher.add_adapter(name, dict)  # the base weights again, as a set of their own
     switches = []
     switch = batcher._switch
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import torch
-from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
 
 from infra.lm.factory import make_lm
 from infra.lm.local import LocalLM, pick_dtype
 from infra.lm.openai_lm import OpenAILM
-from infra.lm.protocol import LM
+from infra.lm.protocol import LM, AdapterLM
 from infra.settings import LMSettings
+from tests.fakes import random_lora_adapter
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -27,13 +27,12 @@ def lm():
 
 @pytest.fixture(scope="module")
 def adapter_dir(lm, tmp_path_factory):
-    """A random (non-identity) LoRA adapter saved the way weights/ saves one."""
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(lm.model_path, dtype=torch.float32)
-    config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    path = tmp_path_factory.mktemp("adapter")
-    get_peft_model(base, config).save_pretrained(path)
-    return path
+    return random_lora_adapter(lm.base_model_path, tmp_path_factory.mktemp("adapter"))
+
+
+@pytest.fixture(scope="module")
+def other_adapter_dir(lm, tmp_path_factory):
+    return random_lora_adapter(lm.base_model_path, tmp_path_factory.mktemp("other"), seed=1)
 
 
 def test_dtype_choice():
@@ -47,7 +46,7 @@ def test_factory_picks_the_backend():
 
 @pytest.mark.slow
 async def test_complete(lm):
-    assert isinstance(lm, LM)
+    assert isinstance(lm, LM) and isinstance(lm, AdapterLM)
     done = await lm.complete(ASK, max_tokens=16, logprobs=True)
     assert "Paris" in done.text and done.finish_reason == "stop"
     assert "<|im_end|>" not in done.text
@@ -82,10 +81,11 @@ async def test_choice_logprobs_are_exact(lm):
 
 
 @pytest.mark.slow
-async def test_adapters_load_by_name_and_switch(lm, adapter_dir):
+async def test_adapters_load_by_name_and_switch(lm, adapter_dir, other_adapter_dir):
     base = await lm.choice_logprobs(ASK, ["Paris"])
-    lm.load_adapter("random", adapter_dir)
-    assert lm.adapters == ["random"]
+    assert await lm.adapters() == []
+    await lm.load_adapter("random", adapter_dir)
+    assert await lm.adapters() == ["random"]
     tuned = await lm.choice_logprobs(ASK, ["Paris"], adapter="random")
     assert tuned != pytest.approx(base)
     assert await lm.choice_logprobs(ASK, ["Paris"]) == base  # the base model again
@@ -93,6 +93,41 @@ async def test_adapters_load_by_name_and_switch(lm, adapter_dir):
     assert with_adapter.usage.completion_tokens >= 1
     with pytest.raises(KeyError):
         await lm.complete(ASK, adapter="missing")
+    with pytest.raises(KeyError):
+        await lm.choice_logprobs(ASK, ["Paris"], adapter="missing")
+    await lm.load_adapter("random", other_adapter_dir)  # the same name: replaced
+    assert await lm.adapters() == ["random"]
+    replaced = await lm.choice_logprobs(ASK, ["Paris"], adapter="random")
+    assert replaced != pytest.approx(tuned)
+    await lm.load_adapter("other", other_adapter_dir)
+    assert await lm.choice_logprobs(ASK, ["Paris"], adapter="other") == replaced
+    assert sorted(await lm.adapters()) == ["other", "random"]
+
+
+@pytest.mark.slow
+async def test_load_adapter_keeps_the_event_loop_serving(lm, adapter_dir):
+    """peft's work runs on the engine's thread: the event loop keeps ticking while an
+    adapter loads, and a request in flight still completes."""
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.02)
+    start = time.monotonic()
+    answer, _ = await asyncio.gather(
+        lm.complete(ASK, max_tokens=16), lm.load_adapter("while-serving", adapter_dir)
+    )
+    took = time.monotonic() - start
+    ticker.cancel()
+    during = [t for t in ticks if t >= start]
+    assert "while-serving" in await lm.adapters() and answer.text
+    # no gap in the ticks much longer than their period while loading took `took`
+    gaps = [b - a for a, b in zip([start, *during], during, strict=False)]
+    assert max(gaps) < max(0.2, took / 4), (max(gaps), took)
 
 
 @pytest.mark.slow

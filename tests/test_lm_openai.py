@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -16,8 +17,10 @@ from pydantic import SecretStr
 
 from infra.lm.local import LocalLM
 from infra.lm.openai_lm import MISSING_LOGPROB, OpenAILM
+from infra.lm.protocol import AdapterLM
 from infra.lm.server import create_app
 from infra.settings import LMSettings
+from tests.fakes import random_lora_adapter
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -116,6 +119,93 @@ async def test_choice_logprobs_reads_the_first_token():
     assert scores == [-0.2, -1.8, MISSING_LOGPROB]
 
 
+def test_is_an_adapter_lm():
+    assert isinstance(scripted(lambda r: httpx.Response(500)), AdapterLM)
+
+
+async def test_load_adapter_posts_through_the_sdk_client():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, text="Success: LoRA adapter 'night-1' added successfully.")
+
+    lm = scripted(handler, base_url="http://vllm:8000/v1", api_key=SecretStr("sk-secret"))
+    await lm.load_adapter("night-1", Path("/srv/adapters/night-1"))
+    (request,) = seen
+    assert request.method == "POST"
+    assert str(request.url) == "http://vllm:8000/v1/load_lora_adapter"
+    assert json.loads(request.content) == {
+        "lora_name": "night-1",
+        "lora_path": "/srv/adapters/night-1",
+        "load_inplace": True,  # a loaded name is replaced, as LocalLM does
+    }
+    assert request.headers["authorization"] == "Bearer sk-secret"
+
+
+async def test_load_adapter_retries_server_errors_and_raises_on_client_errors():
+    answers = iter([httpx.Response(503, text="busy"), httpx.Response(200, text="Success")])
+    retried = scripted(lambda request: next(answers))
+    await retried.load_adapter("a", "/srv/a")  # the SDK's retries apply
+
+    calls = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if json.loads(request.content)["lora_path"] == "/srv/missing":  # vLLM's answers
+            return httpx.Response(404, json={"message": "No adapter found", "code": 404})
+        return httpx.Response(400, json={"message": "bad adapter", "code": 400})
+
+    lm = scripted(refuse)
+    with pytest.raises(openai.BadRequestError):
+        await lm.load_adapter("a", "/srv/not-an-adapter")
+    assert len(calls) == 1  # a 4xx is not retried
+    with pytest.raises(openai.NotFoundError):
+        await lm.load_adapter("a", "/srv/missing")
+
+
+async def test_load_adapter_does_not_block_the_event_loop():
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return httpx.Response(200, text="Success")
+
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.create_task(tick())
+    await scripted(slow).load_adapter("a", "/srv/a")
+    ticker.cancel()
+    assert ticks >= 10  # the loop kept running while the server worked
+
+
+async def test_adapters_are_the_models_with_a_parent():
+    seen = []
+
+    def card(name: str, parent: str | None = None) -> dict:
+        body = {"id": name, "object": "model", "created": 0, "owned_by": "vllm"}
+        return body | ({"parent": parent, "root": f"/srv/{name}"} if parent else {})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        models = [card("base", parent=None), card("night-1", "base"), card("night-2", "base")]
+        return httpx.Response(200, json={"object": "list", "data": models})
+
+    lm = scripted(handler, model="base", api_key=SecretStr("sk-secret"))
+    assert await lm.adapters() == ["night-1", "night-2"]
+    assert seen[0].method == "GET" and seen[0].url.path == "/v1/models"
+    assert seen[0].headers["authorization"] == "Bearer sk-secret"
+
+    def plain(request: httpx.Request) -> httpx.Response:  # OpenAI, llama.cpp: no parents
+        return httpx.Response(200, json={"object": "list", "data": [card("gpt-x")]})
+
+    assert await scripted(plain, model="base").adapters() == []
+
+
 @pytest.fixture(scope="module")
 def served():
     """flywheel's own server on a free localhost port, in a background thread."""
@@ -154,4 +244,23 @@ async def test_against_the_local_server(served):
     assert [yes, no] == pytest.approx(exact, abs=0.15)
     with pytest.raises(openai.NotFoundError):
         await lm.complete(ASK, adapter="missing")
+    await lm.aclose()
+
+
+@pytest.mark.slow
+async def test_adapters_through_the_local_server(served, tmp_path):
+    served_lm, base_url = served
+    lm = OpenAILM(LMSettings(backend="openai", base_url=base_url, model="base"))
+    assert isinstance(lm, AdapterLM)
+    assert await lm.adapters() == []
+    path = random_lora_adapter(served_lm.base_model_path, tmp_path / "night-1")
+    await lm.load_adapter("night-1", path)
+    assert await lm.adapters() == ["night-1"] == await served_lm.adapters()
+    await lm.load_adapter("night-1", path)  # a loaded name is replaced, not refused
+    assert await lm.adapters() == ["night-1"]
+    done = await lm.complete(ASK, max_tokens=6, adapter="night-1")
+    assert done.text == (await served_lm.complete(ASK, max_tokens=6, adapter="night-1")).text
+    with pytest.raises(openai.BadRequestError):
+        await lm.load_adapter("broken", tmp_path / "no-adapter-here")
+    assert await lm.adapters() == ["night-1"]
     await lm.aclose()

@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from infra.lm.local import LocalLM
 from infra.lm.server import create_app
 from infra.settings import LMSettings
+from tests.fakes import random_lora_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -15,15 +16,49 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def client():
-    lm = LocalLM(LMSettings(batch_wait_ms=2))
-    with TestClient(create_app(lm, "base")) as test_client:
+def lm():
+    local = LocalLM(LMSettings(batch_wait_ms=2))
+    yield local
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(lm, tmp_path_factory):
+    return random_lora_adapter(lm.base_model_path, tmp_path_factory.mktemp("adapter"))
+
+
+@pytest.fixture(scope="module")
+def client(lm, adapter_dir):
+    app = create_app(lm, "base", adapters={"at-start": adapter_dir})
+    with TestClient(app) as test_client:
         yield test_client
-    lm.close()
 
 
-def test_models(client):
-    assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["base"]
+def test_models_list_adapters_as_vllm_does(client, lm, adapter_dir):
+    cards = client.get("/v1/models").json()["data"]
+    assert [(c["id"], c["parent"]) for c in cards] == [("base", None), ("at-start", "base")]
+    assert cards[0]["root"] == lm.base_model_path
+    body = {"lora_name": "night-1", "lora_path": str(adapter_dir)}
+    loaded = client.post("/v1/load_lora_adapter", json=body)
+    assert loaded.status_code == 200 and loaded.text.startswith("Success")
+    cards = client.get("/v1/models").json()["data"]
+    assert [c["id"] for c in cards if c["parent"] == "base"] == ["at-start", "night-1"]
+    chat = {"model": "night-1", "messages": ASK, "max_tokens": 2, "temperature": 0}
+    assert client.post("/v1/chat/completions", json=chat).status_code == 200
+
+
+def test_load_lora_adapter_refuses_like_vllm(client, adapter_dir, tmp_path):
+    body = {"lora_name": "twice", "lora_path": str(adapter_dir)}
+    assert client.post("/v1/load_lora_adapter", json=body).status_code == 200
+    again = client.post("/v1/load_lora_adapter", json=body)
+    assert again.status_code == 400 and "already been loaded" in again.text
+    inplace = client.post("/v1/load_lora_adapter", json=body | {"load_inplace": True})
+    assert inplace.status_code == 200
+    missing = {"lora_name": "missing", "lora_path": str(tmp_path / "nothing")}
+    assert client.post("/v1/load_lora_adapter", json=missing).status_code == 400
+    base = {"lora_name": "base", "lora_path": str(adapter_dir)}
+    assert client.post("/v1/load_lora_adapter", json=base).status_code == 400
+    assert client.post("/v1/load_lora_adapter", json={"lora_name": "x"}).status_code == 422
 
 
 def test_chat_completion_with_logprobs(client):

@@ -89,8 +89,11 @@ def test_outbox_errors_say_how_to_fix(tmp_path):
         ({"trace_id": ""}, "trace_id"),
         ({"value": 0.7}, "value"),  # BOOLEAN is 0 or 1
         ({"value": True}, "value"),
-        ({"data_type": "CATEGORICAL"}, "value"),
-        ({"data_type": "TEXT"}, "data_type"),
+        ({"kind": "categorical"}, "value"),
+        ({"kind": "numeric", "value": "4"}, "value"),
+        ({"kind": "numeric", "value": float("inf")}, "value"),
+        ({"kind": "CATEGORICAL", "value": "good"}, "kind"),  # Langfuse's name is not a kind
+        ({"kind": "text"}, "kind"),
         ({"timestamp": datetime(2026, 11, 30)}, "timestamp"),  # naive
         ({"name": ""}, "name"),
     ],
@@ -101,6 +104,34 @@ def test_bad_scores_name_the_trace_and_field(overrides, field):
     assert err.value.field == field
     if field != "trace_id":
         assert "t7" in str(err.value)
+
+
+def test_a_score_says_its_kind_by_langfuses_name():
+    assert score().kind == "boolean" and score().data_type == "BOOLEAN"  # pass/fail by default
+    assert score(kind="categorical", value="polite").data_type == "CATEGORICAL"
+    assert score(kind="numeric", value=4.5).data_type == "NUMERIC"
+
+
+def test_outbox_writes_each_kind_as_the_langfuse_score_it_reads_back_as(tmp_path):
+    source = make_trace_source(TraceSettings(jsonl_dir=str(tmp_path)), tmp_path / "state")
+    scores = [
+        score("t1", value=0.0),
+        score("t2", kind="categorical", value="polite"),
+        score("t3", kind="numeric", value=4.5),
+    ]
+    assert source.write_scores(scores) == 3
+    written = lines(tmp_path / "state" / "outbox" / "scores.jsonl")
+    assert [(w["dataType"], w["value"], w.get("stringValue")) for w in written] == [
+        ("BOOLEAN", 0.0, "False"),
+        ("CATEGORICAL", "polite", "polite"),
+        ("NUMERIC", 4.5, None),
+    ]
+    back = [annotation_from_score(w) for w in written]
+    assert [(a.kind, a.value) for a in back] == [
+        ("boolean", 0.0),
+        ("categorical", "polite"),
+        ("numeric", 4.5),
+    ]
 
 
 def test_bad_label_requests_name_the_field():

@@ -4,6 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from infra.errors import UserFacingError
+from infra.scales import ScoreScale
 from infra.traces.jsonl import JsonlTraceSource
 from infra.traces.source import TraceSourceError
 
@@ -99,7 +101,7 @@ def test_missing_export_says_how_to_fix(tmp_path):
 
 
 def test_an_export_without_score_configs_has_none(export):
-    assert JsonlTraceSource(export).score_config("correct") is None
+    assert JsonlTraceSource(export).score_scale("correct") is None
 
 
 def config(name: str, created: str, archived: bool = False, **fields) -> dict:
@@ -112,22 +114,37 @@ def config(name: str, created: str, archived: bool = False, **fields) -> dict:
 
 
 def test_an_exported_score_config_is_picked_as_langfuse_would(export):
-    stars = {"label": "one", "value": 1}
+    labels = [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]
     write(
         export / "score_configs.jsonl",
         [
             config("quality", "2026-11-02T00:00:00Z", archived=True),  # newer, but archived
-            config("quality", "2026-10-01T00:00:00Z", dataType="CATEGORICAL", categories=[stars]),
+            config("quality", "2026-10-01T00:00:00Z", dataType="CATEGORICAL", categories=labels),
             config("quality", "2026-09-01T00:00:00Z"),  # older
             "",
-            config("speed", "2026-11-01T00:00:00Z"),
+            config("speed", "2026-11-01T00:00:00Z", minValue=1, maxValue=5),
         ],
     )  # fmt: skip
     source = JsonlTraceSource(export)
-    found = source.score_config("quality")
-    assert found["dataType"] == "CATEGORICAL" and found["categories"] == [stars]
-    assert source.score_config("speed")["dataType"] == "NUMERIC"
-    assert source.score_config("missing") is None
+    assert source.score_scale("quality") == ScoreScale(
+        "categorical", ("bad", "good"), (0.0, 1.0), name="quality"
+    )
+    assert source.score_scale("quality", ordinal=True).levels == ("bad", "good")
+    assert source.score_scale("speed") == ScoreScale("numeric", minimum=1, maximum=5, name="speed")
+    assert source.score_scale("missing") is None
+
+
+def test_a_score_config_that_is_no_scale_stops_the_night_naming_it(export):
+    broken = config("tone", "2026-11-01T00:00:00Z", dataType="CATEGORICAL", categories=[])
+    write(export / "score_configs.jsonl", [broken, config("speed", "2026-11-01T00:00:00Z")])
+    source = JsonlTraceSource(export)
+    with pytest.raises(
+        UserFacingError,
+        match=r"^The Langfuse score config 'tone' cannot be read "
+        r"\(categories: .*\): fix it .*traces\.annotation_name",
+    ):
+        source.score_scale("tone")
+    assert source.score_scale("speed") == ScoreScale("numeric", name="speed")  # others are fine
 
 
 @pytest.mark.parametrize(
@@ -138,4 +155,4 @@ def test_an_exported_score_config_is_picked_as_langfuse_would(export):
 def test_a_broken_score_config_line_is_named_not_skipped(export, line, says):
     write(export / "score_configs.jsonl", [config("speed", "2026-11-01T00:00:00Z"), line])
     with pytest.raises(TraceSourceError, match=says):
-        JsonlTraceSource(export).score_config("speed")
+        JsonlTraceSource(export).score_scale("speed")

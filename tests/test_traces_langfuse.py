@@ -22,6 +22,8 @@ from langfuse.api.observations.types.observations_v2response import Observations
 from langfuse.api.scores import CreateScoreRequest, CreateScoresResponse
 from langfuse.api.scores.types.get_scores_v3response import GetScoresV3Response
 
+from infra.errors import UserFacingError
+from infra.scales import ScaleError, ScoreScale
 from infra.settings import TraceSettings
 from infra.traces import JudgeScore, LabelRequest
 from infra.traces.langfuse_source import LangfuseTraceSource
@@ -333,6 +335,18 @@ def test_judge_scores_go_out_in_batches_as_api_scores():
     assert source.write_scores([]) == 0 and len(writer.batches) == 2
 
 
+def test_judge_scores_of_other_kinds_go_out_with_langfuses_data_type():
+    writer = FakeScoreWriter()
+    source = LangfuseTraceSource(TraceSettings(), api=feedback_api(scores=writer))
+    scores = [
+        JudgeScore("c1", "t1", "tone", "polite", SINCE, kind="categorical"),
+        JudgeScore("n2", "t2", "stars", 4.5, SINCE, kind="numeric"),
+    ]
+    assert source.write_scores(scores) == 2
+    sent = writer.batches[0]
+    assert [(r.data_type, r.value) for r in sent] == [("CATEGORICAL", "polite"), ("NUMERIC", 4.5)]
+
+
 def test_scores_langfuse_partly_rejects_are_counted_not_resent(caplog):
     writer = FakeScoreWriter(
         {"accepted": 1, "rejected": 1, "errors": [{"message": "trace t2 not found"}]}
@@ -412,24 +426,26 @@ def test_the_score_config_is_found_by_name_through_every_page():
         ]
     )
     source = LangfuseTraceSource(TraceSettings(), api=SimpleNamespace(score_configs=configs))
-    found = source.score_config("quality")  # the archived older one is passed over
-    assert found["dataType"] == "CATEGORICAL" and found["categories"] == [
-        {"label": "bad", "value": 0.0},
-        {"label": "good", "value": 1.0},
-    ]
+    found = source.score_scale("quality")  # the archived older one is passed over
+    assert found == ScoreScale("categorical", ("bad", "good"), (0.0, 1.0), name="quality")
     assert configs.asked == [(1, 100), (2, 100)]
-    assert source.score_config("speed") == {
-        "id": "c-speed-2026-11-01",
-        "name": "speed",
-        "projectId": "p",
-        "dataType": "NUMERIC",
-        "isArchived": False,
-        "createdAt": "2026-11-01T00:00:00Z",
-        "updatedAt": "2026-11-01T00:00:00Z",
-        "minValue": 1.0,
-        "maxValue": 5.0,
-    }
-    assert source.score_config("missing") is None
+    assert source.score_scale("quality", ordinal=True).ordinal
+    assert source.score_scale("speed") == ScoreScale("numeric", minimum=1, maximum=5, name="speed")
+    assert source.score_scale("missing") is None
+
+
+def test_a_score_config_that_is_no_scale_is_one_sentence_naming_it():
+    unranged = config("stars", minValue=5, maxValue=1)
+    source = LangfuseTraceSource(
+        TraceSettings(), api=SimpleNamespace(score_configs=FakeScoreConfigs([[unranged]]))
+    )
+    with pytest.raises(UserFacingError) as caught:
+        source.score_scale("stars")
+    assert str(caught.value).startswith(
+        "The Langfuse score config 'stars' cannot be read (maximum: 1.0 is below the minimum "
+        "5.0): fix it in the project's score configs"
+    )
+    assert isinstance(caught.value.__cause__, ScaleError)
 
 
 def test_score_config_errors_are_one_sentence():
@@ -439,5 +455,5 @@ def test_score_config_errors_are_one_sentence():
 
     source = LangfuseTraceSource(TraceSettings(), api=SimpleNamespace(score_configs=Refusing()))
     with pytest.raises(TraceSourceError, match=r"did not list the score configs \(401\)") as err:
-        source.score_config("quality")
+        source.score_scale("quality")
     assert "sk-lf-secret" not in str(err.value)

@@ -2,7 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.errors import RecordError
+from infra.traces.mapping import annotation_from_score, trace_from_observation
 
 
 def observation(**overrides):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from infra.lm import LM
-from infra.traces.mapping import RecordError
+from infra.traces.errors import RecordError
 from infra.traces.types import TraceRecord
 from infra.types import Example, Rollout
 

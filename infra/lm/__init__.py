@@ -1,5 +1,5 @@
 """Model backends behind one async `LM` protocol."""
 
-from infra.lm.protocol import LM, Completion, Message, Usage
+from infra.lm.protocol import LM, AdapterLM, Completion, Message, Usage
 
-__all__ = ["LM", "Completion", "Message", "Usage"]
+__all__ = ["LM", "AdapterLM", "Completion", "Message", "Usage"]

@@ -170,9 +170,11 @@ class Batcher:
         self._inbox.put(job)
         return job.future.result()
 
-    def add_adapter(self, name: str, deltas: Callable[[], Deltas]) -> None:
+    async def add_adapter(self, name: str, deltas: Callable[[], Deltas]) -> None:
         """Serve `name` as the base weights plus `deltas()`, computed on the worker (its
-        matmuls too, see the module docstring); blocks until it is served."""
+        matmuls too, see the module docstring) between decode steps; returns once it is
+        served, without blocking the caller's event loop. A loaded name is replaced, and
+        rows already running on it finish on the new weights."""
 
         def add() -> None:
             weights = self.fused.weights(deltas())
@@ -181,11 +183,16 @@ class Batcher:
             self._score_heads.pop(name, None)
             self.prefixes.clear()  # a reloaded adapter's cached KV is stale
 
-        self.call_blocking(add)
+        await self.call(add)
 
     @property
     def adapters(self) -> list[str]:
-        return [name for name in self.weight_sets if name is not None]
+        # list() copies the keys in one step, so the worker adding one cannot interleave
+        return [name for name in list(self.weight_sets) if name is not None]
+
+    def has_adapter(self, name: str | None) -> bool:
+        """Whether `name` (None: the base model) is served; cheap, from any thread."""
+        return name in self.weight_sets
 
     def close(self) -> None:
         if not self._closed:

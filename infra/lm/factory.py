@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from infra.lm.protocol import LM
+from infra.lm.protocol import AdapterLM
 from infra.settings import LMSettings
 
 
-def make_lm(settings: LMSettings) -> LM:
+def make_lm(settings: LMSettings) -> AdapterLM:
     """LocalLM (in process) or OpenAILM (any OpenAI-compatible server); imports lazily so
     the OpenAI backend never loads torch."""
     if settings.backend == "local":

@@ -41,14 +41,15 @@ def pick_dtype(setting: str) -> torch.dtype:
 
 
 class LocalLM:
-    """`LM` over a local checkpoint; requests from all callers share one continuous batch."""
+    """`AdapterLM` over a local checkpoint; requests from all callers share one continuous
+    batch, and each LoRA adapter is served as merged weights of its own."""
 
     def __init__(self, settings: LMSettings | None = None):
         settings = settings or LMSettings()
         # More threads than usable cores (containers, taskset) makes every matmul wait.
         torch.set_num_threads(min(torch.get_num_threads(), len(os.sched_getaffinity(0))))
         path = resolve_model_path(settings.model_path)
-        self.model_path = str(path)  # the base checkpoint, which LoRA training starts from
+        self.base_model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         # The engine runs its own forward; the model's own (transformers' generate, a
         # reference in tests and benchmarks) gets the grouped decode-step kernel.
@@ -83,17 +84,22 @@ class LocalLM:
             f"{self.batcher.plan.describe()}"
         )
 
-    @property
-    def adapters(self) -> list[str]:
+    async def adapters(self) -> list[str]:
         return self.batcher.adapters
 
-    def load_adapter(self, name: str, path: str | Path) -> None:
+    async def load_adapter(self, name: str, path: str | Path) -> None:
         """Load a peft LoRA adapter saved at `path`; requests then ask for it by `name`.
 
         It is served as its own weights, the base plus peft's delta for each adapted
-        module, so it runs the engine's fused products; loading blocks for a second or two.
+        module, so it runs the engine's fused products. peft's work runs on the engine's
+        thread between decode steps (requests in flight pause for those seconds), never on
+        the event loop. A loaded name is replaced.
         """
-        self.batcher.add_adapter(name, lambda: lora_deltas(self.model, path))
+        await self.batcher.add_adapter(name, lambda: lora_deltas(self.model, path))
+
+    def _check_adapter(self, adapter: str | None) -> None:
+        if not self.batcher.has_adapter(adapter):
+            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.batcher.adapters}")
 
     def prompt_ids(self, messages: list[Message]) -> list[int]:
         return self.tokenizer.apply_chat_template(
@@ -112,8 +118,7 @@ class LocalLM:
         adapter: str | None = None,
         seed: int | None = None,
     ) -> LocalCompletion:
-        if adapter is not None and adapter not in self.adapters:
-            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
+        self._check_adapter(adapter)
         request = Request(
             prompt_ids=self.prompt_ids(messages),
             max_new_tokens=max_tokens,
@@ -160,8 +165,7 @@ class LocalLM:
         The choice's tokens only: no end-of-turn token, so "Yes" also scores the start of
         "Yes, because...". Concurrent calls are scored together in one forward pass.
         """
-        if adapter is not None and adapter not in self.adapters:
-            raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
+        self._check_adapter(adapter)
         prompt = self.prompt_ids(messages)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
         return await self.scorer.score(prompt, answers, adapter)

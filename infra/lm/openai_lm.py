@@ -20,11 +20,12 @@ MISSING_LOGPROB = -100.0
 
 
 class OpenAILM:
-    """`LM` over the `openai` SDK.
+    """`AdapterLM` over the `openai` SDK.
 
     Retries (connection errors, timeouts, 408/409/429/5xx) with exponential backoff and
     jitter are the SDK's own, `settings.max_retries` times. An adapter is a model name:
-    vLLM serves each LoRA adapter under its own name (`--lora-modules name=path`).
+    vLLM serves each LoRA adapter under its own name (`--lora-modules name=path`, or
+    loaded at run time with `load_adapter`).
     """
 
     def __init__(self, settings: LMSettings, http_client: httpx.AsyncClient | None = None):
@@ -41,23 +42,34 @@ class OpenAILM:
         self._slots = asyncio.Semaphore(settings.max_concurrency)
 
     @cached_property
-    def model_path(self) -> str:
-        """A local copy of the served base model, which LoRA training starts from."""
+    def base_model_path(self) -> str:
+        """A local copy of the served base model, which LoRA training starts from
+        (`settings.model_path`, else the embedded model); resolved on first use."""
         return str(resolve_model_path(self._settings.model_path))
 
-    def load_adapter(self, name: str, path: str | Path) -> None:
-        """Ask the server to load a LoRA adapter from `path` (a path the server can read).
+    async def load_adapter(self, name: str, path: str | Path) -> None:
+        """Have the server load the LoRA adapter in folder `path` (a path the server can
+        read) under `name`; a loaded name is replaced.
 
-        vLLM's runtime loading (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); flywheel's own
-        server has the same endpoint.
+        vLLM's runtime loading (`--enable-lora`, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; a
+        404 means it is off, or no adapter is at `path`); flywheel's own server has the
+        same endpoint. `load_inplace` is vLLM's way to replace an adapter under a loaded
+        name. The call goes through the SDK client: its key, retries and timeout apply.
         """
-        response = httpx.post(
-            f"{str(self.client.base_url).rstrip('/')}/load_lora_adapter",
-            json={"lora_name": name, "lora_path": str(path)},
-            headers={"Authorization": f"Bearer {self.client.api_key}"},
-            timeout=self._settings.timeout_s,
+        await self.client.post(
+            "/load_lora_adapter",
+            body={"lora_name": name, "lora_path": str(path), "load_inplace": True},
+            cast_to=str,  # the server answers plain text ("Success: ...")
         )
-        response.raise_for_status()
+
+    async def adapters(self) -> list[str]:
+        """The server's LoRA adapters: vLLM lists each as a model whose `parent` is the
+        base model; base models (and servers without adapters) list none."""
+        return [
+            card.id
+            async for card in self.client.models.list()
+            if card.id != self.model and getattr(card, "parent", None)
+        ]
 
     def __repr__(self) -> str:
         return f"OpenAILM(base_url={str(self.client.base_url)!r}, model={self.model!r})"

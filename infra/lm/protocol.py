@@ -1,13 +1,15 @@
 """The one model interface everything above `infra` talks to.
 
 Backends differ (in-process transformers, any OpenAI-compatible server); callers do
-not. Both methods are async so that many rollouts can be in flight at once and a
-backend can batch them.
+not. Every call is async so that many rollouts can be in flight at once and a backend
+can batch them. `AdapterLM` adds what the slow loop needs: the base model's files and
+LoRA adapters served by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
@@ -48,4 +50,33 @@ class LM(Protocol):
 
         This is what a judge on a small model reads instead of its text verdict.
         """
+        ...
+
+
+@runtime_checkable
+class AdapterLM(LM, Protocol):
+    """An `LM` that serves LoRA adapters by name next to its base model.
+
+    The slow loop trains an adapter from `base_model_path`, hands the saved folder to
+    `load_adapter`, then asks for it with `adapter=name` in `complete` and
+    `choice_logprobs`. Loading a name that is already loaded replaces it (a retrained
+    adapter under the same name), in every backend.
+
+    On Python 3.11, `isinstance(lm, AdapterLM)` reads `base_model_path`, which a remote
+    backend resolves on first use.
+    """
+
+    base_model_path: str
+    """A local copy of the served base model, which LoRA training starts from."""
+
+    async def load_adapter(self, name: str, path: str | Path) -> None:
+        """Serve the peft LoRA adapter saved in folder `path` under `name`.
+
+        `path` is read by whatever serves the model: for a remote server, a path on its
+        machine. Returns once requests for `name` can run; raises if it cannot be loaded.
+        """
+        ...
+
+    async def adapters(self) -> list[str]:
+        """The adapter names the backend serves now (not the base model's)."""
         ...

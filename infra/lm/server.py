@@ -2,12 +2,14 @@
 
 `POST /v1/chat/completions` (n=1, no streaming) and `GET /v1/models`. A request's `model`
 picks the base model or a loaded adapter by name, as vLLM does with LoRA modules, and
-`POST /v1/load_lora_adapter` loads one at run time, as vLLM's endpoint of that name does.
+`POST /v1/load_lora_adapter` loads one at run time, as vLLM's endpoint of that name does:
+same body, same plain-text answer, and a loaded name is replaced only with `load_inplace`.
+`/v1/models` lists each adapter as vLLM does, with the base model as its `parent`, which
+is how `OpenAILM.adapters` tells them apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 import uuid
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI, HTTPException
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from infra.lm.local import LocalCompletion, LocalLM
@@ -28,8 +31,9 @@ class ChatMessage(BaseModel):
 
 
 class LoadAdapterRequest(BaseModel):
-    lora_name: str
-    lora_path: str
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+    load_inplace: bool = False  # vLLM's: replace an adapter already loaded under the name
 
 
 class ChatRequest(BaseModel):
@@ -52,30 +56,36 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         for name, path in (adapters or {}).items():
-            lm.load_adapter(name, path)
+            await lm.load_adapter(name, path)
         yield
 
     app = FastAPI(title="flywheel local model", lifespan=lifespan)
 
     @app.get("/v1/models")
     async def models() -> dict:
-        names = [model_name, *lm.adapters]
-        return {"object": "list", "data": [_model_card(n) for n in names]}
+        cards = [_model_card(model_name, root=lm.base_model_path)]
+        cards += [_model_card(name, parent=model_name) for name in await lm.adapters()]
+        return {"object": "list", "data": cards}
 
-    @app.post("/v1/load_lora_adapter")
-    async def load_adapter(request: LoadAdapterRequest) -> dict:
+    @app.post("/v1/load_lora_adapter", response_class=PlainTextResponse)
+    async def load_adapter(request: LoadAdapterRequest) -> str:
         """vLLM's runtime adapter loading, so OpenAILM.load_adapter works here too."""
+        name = request.lora_name
+        if name == model_name:
+            raise HTTPException(400, f"{name!r} is the base model's name")
+        if name in await lm.adapters() and not request.load_inplace:
+            raise HTTPException(400, f"The lora adapter '{name}' has already been loaded.")
         try:
-            await asyncio.to_thread(lm.load_adapter, request.lora_name, request.lora_path)
+            await lm.load_adapter(name, request.lora_path)
         except (OSError, ValueError) as error:
             raise HTTPException(400, f"cannot load {request.lora_path}: {error}") from error
-        return {"loaded": request.lora_name}
+        return f"Success: LoRA adapter '{name}' added successfully."
 
     @app.post("/v1/chat/completions")
     async def chat(request: ChatRequest) -> dict:
         if request.n != 1 or request.stream:
             raise HTTPException(400, "only n=1 without streaming is supported")
-        if request.model != model_name and request.model not in lm.adapters:
+        if request.model != model_name and request.model not in await lm.adapters():
             raise HTTPException(404, f"model {request.model!r} does not exist")
         stop = [request.stop] if isinstance(request.stop, str) else request.stop
         try:
@@ -115,8 +125,10 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
     return app
 
 
-def _model_card(name: str) -> dict:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "flywheel"}
+def _model_card(name: str, root: str | None = None, parent: str | None = None) -> dict:
+    """vLLM's card: an adapter's `parent` is the base model's name, a base model has none."""
+    card = {"id": name, "object": "model", "created": 0, "owned_by": "flywheel"}
+    return card | {"root": root, "parent": parent}
 
 
 def _token(text: str, logprob: float) -> dict:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from infra.traces.mapping import RecordError
-
-WRITABLE_DATA_TYPES = ("BOOLEAN", "NUMERIC", "CATEGORICAL")
+from infra.scales import KINDS, Kind
+from infra.traces.errors import RecordError
+from infra.traces.types import DATA_TYPE_OF, ScoreDataType
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ class LabelRequest:
 class JudgeScore:
     """A judge's verdict on a production trace, written as a (non-human) score.
 
-    `value` follows Langfuse: 1.0 / 0.0 for BOOLEAN, a number for NUMERIC, the category
-    for CATEGORICAL. `id` and `timestamp` are fixed by the caller: Langfuse updates a
-    score sent again with the same id and timestamp instead of adding a second one.
+    `value` is 1.0 / 0.0 for a boolean score, a number for a numeric one, the category
+    for a categorical one. `id` and `timestamp` are fixed by the caller: Langfuse updates
+    a score sent again with the same id and timestamp instead of adding a second one.
     """
 
     id: str
@@ -45,7 +45,7 @@ class JudgeScore:
     name: str
     value: float | str
     timestamp: datetime
-    data_type: str = "BOOLEAN"
+    kind: Kind = "boolean"
     comment: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
 
@@ -57,19 +57,20 @@ class JudgeScore:
                 raise RecordError(key, f"{what}: expected a non-empty string")
         if not isinstance(self.timestamp, datetime) or self.timestamp.tzinfo is None:
             raise RecordError("timestamp", f"{what}: expected a timezone-aware datetime")
-        if self.data_type not in WRITABLE_DATA_TYPES:
-            raise RecordError(
-                "data_type", f"{what}: {self.data_type!r} is not one of {WRITABLE_DATA_TYPES}"
-            )
-        if self.data_type == "CATEGORICAL":
+        if self.kind not in KINDS:
+            raise RecordError("kind", f"{what}: {self.kind!r} is not one of {KINDS}")
+        if self.kind == "categorical":
             if not isinstance(self.value, str):
-                raise RecordError("value", f"{what}: a CATEGORICAL value is a string")
+                raise RecordError("value", f"{what}: a categorical value is a string")
         elif isinstance(self.value, bool) or not isinstance(self.value, int | float):
-            raise RecordError("value", f"{what}: a {self.data_type} value is a number")
-        elif not math.isfinite(self.value) or (
-            self.data_type == "BOOLEAN" and self.value not in (0, 1)
-        ):
-            raise RecordError("value", f"{what}: {self.value!r} is not a valid {self.data_type}")
+            raise RecordError("value", f"{what}: a {self.kind} value is a number")
+        elif not math.isfinite(self.value) or (self.kind == "boolean" and self.value not in (0, 1)):
+            raise RecordError("value", f"{what}: {self.value!r} is not a valid {self.kind} value")
+
+    @property
+    def data_type(self) -> ScoreDataType:
+        """Langfuse's name for the score's kind: BOOLEAN, CATEGORICAL or NUMERIC."""
+        return DATA_TYPE_OF[self.kind]
 
 
 def _check_trace_id(what: str, trace_id: Any) -> None:

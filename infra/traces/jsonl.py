@@ -17,16 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from infra.scales import ScoreScale
+from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
-from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
+from infra.traces.mapping import annotation_from_score, trace_from_observation
 from infra.traces.outbox import Outbox
-from infra.traces.source import (
-    SkippedRecord,
-    TraceBatch,
-    TraceSourceError,
-    as_utc,
-    newest_active_config,
-)
+from infra.traces.score_scale import scale_in_force
+from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +51,14 @@ class JsonlTraceSource:
         # label by then, which keeps it out of the selection anyway
         return self.outbox.requested_traces() if self.outbox else set()
 
-    def score_config(self, name: str) -> dict[str, Any] | None:
-        """The export's config named `name`, chosen as from Langfuse; None without one."""
+    def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
+        """The scale of the export's config named `name`, chosen as from Langfuse; None
+        without one."""
         path = self.directory / SCORE_CONFIGS
         if not path.is_file():
             return None
-        return newest_active_config([c for c in _configs(path) if c["name"] == name])
+        found = [c for c in _configs(path) if c["name"] == name]
+        return scale_in_force(name, found, ordinal=ordinal)
 
     def _outbox(self) -> Outbox:
         if self.outbox is None:

@@ -21,17 +21,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from langfuse.api.core.api_error import ApiError
 
+from infra.scales import ScoreScale
 from infra.settings import TraceSettings
 from infra.traces import langfuse_feedback
+from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
-from infra.traces.mapping import RecordError, annotation_from_score, trace_from_observation
-from infra.traces.source import (
-    SkippedRecord,
-    TraceBatch,
-    TraceSourceError,
-    as_utc,
-    newest_active_config,
-)
+from infra.traces.mapping import annotation_from_score, trace_from_observation
+from infra.traces.score_scale import scale_in_force
+from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 
 if TYPE_CHECKING:
     from langfuse.api import LangfuseAPI
@@ -88,11 +85,11 @@ class LangfuseTraceSource:
         with _api_errors("did not take the judge scores"):
             return langfuse_feedback.create_scores(self._api, scores)
 
-    def score_config(self, name: str) -> dict[str, Any] | None:
+    def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
         with _api_errors("did not list the score configs"):
             found = [c for c in _numbered_pages(self._api.score_configs.get) if c.name == name]
-        # the public API's shape: camelCase, plain values
-        return newest_active_config([json.loads(c.json()) for c in found])
+        # read in the public API's shape: camelCase, plain values
+        return scale_in_force(name, [json.loads(c.json()) for c in found], ordinal=ordinal)
 
     def _fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         batch = TraceBatch()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from infra.traces.errors import RecordError
 from infra.traces.types import Annotation, TraceRecord
 
 if TYPE_CHECKING:
@@ -19,15 +20,6 @@ if TYPE_CHECKING:
 
 _DATA_TYPES = ("BOOLEAN", "NUMERIC", "CATEGORICAL")
 _SOURCES = ("ANNOTATION", "API", "EVAL")
-
-
-class RecordError(ValueError):
-    """A record that cannot be mapped; `field` names the offending key."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from infra.errors import UserFacingError
+from infra.scales import ScoreScale
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.types import Annotation, TraceRecord
 
@@ -59,10 +60,11 @@ class TraceSource(Protocol):
         """Store judge verdicts as scores on their traces; returns how many were written."""
         ...
 
-    def score_config(self, name: str) -> dict[str, Any] | None:
-        """The score config named `name` in Langfuse's public API shape (dataType,
-        categories [{label, value}], minValue, maxValue), or None when the source has none:
-        then the scale is inferred from the annotations themselves."""
+    def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
+        """The scale of the score config in force named `name`, or None when the source has
+        no such config: then the scale is inferred from the annotations themselves. Sources
+        do not say whether categories are ranked: `ordinal` does. A config that cannot be
+        read raises a UserFacingError naming it."""
         ...
 
 

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from infra.scales import Kind
+
 ScoreDataType = Literal["BOOLEAN", "NUMERIC", "CATEGORICAL"]
 ScoreSource = Literal["ANNOTATION", "API", "EVAL"]
+# Langfuse's score data types and the scale kinds they are, both ways
+KIND_OF: dict[ScoreDataType, Kind] = {
+    "BOOLEAN": "boolean",
+    "CATEGORICAL": "categorical",
+    "NUMERIC": "numeric",
+}
+DATA_TYPE_OF: dict[Kind, ScoreDataType] = {kind: data_type for data_type, kind in KIND_OF.items()}
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,11 @@ class Annotation:
     @property
     def is_human(self) -> bool:
         return self.source == "ANNOTATION"
+
+    @property
+    def kind(self) -> Kind:
+        """The kind of scale the score is on: "boolean", "categorical" or "numeric"."""
+        return KIND_OF[self.data_type]
 
 
 def _decoded(value: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Aligning a judge on any score scale: per-example scores, selection, held-out hygiene."""
+"""Aligning a judge on its humans' own scale (`judges.align` with `ScaledFit`):
+per-example scores, selection, held-out hygiene."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ import pytest
 
 from gepa_opt import Finished, GEPAConfig
 from infra.lm import Completion
-from judges.metrics import agreement_report
+from infra.scales import ScoreScale
+from judges.align import align
+from judges.metrics import agreement_report, primary_metric
 from judges.scaled import ScaledJudge
-from judges.scaled_align import (
-    ScaledAlignmentAdapter,
-    agreement_value,
-    align_scaled_judge,
-    primary_metric,
-    value_weights,
-)
-from judges.scales import ScoreScale
+from judges.scaled_fit import ScaledAlignmentAdapter, agreement_value, value_weights
 from judges.types import JudgedItem
 
 CATEGORIES = ("bad", "ok", "good")
@@ -156,7 +152,7 @@ async def test_a_rubric_that_agrees_better_on_val_is_chosen_and_heldout_is_never
     async def reflect(prompt: str) -> str:
         return "```\nread the stated score and answer it.\n```"
 
-    aligned = await align_scaled_judge(
+    aligned = await align(
         lm,
         SEED,
         ONE_TO_FIVE,
@@ -167,11 +163,12 @@ async def test_a_rubric_that_agrees_better_on_val_is_chosen_and_heldout_is_never
         reflect,
         on_event=on_event,
     )
-    assert "read the stated score" in aligned.prompts["rubric"] and not aligned.kept_seed
-    assert aligned.primary == "weighted_kappa"
+    assert "read the stated score" in aligned.judge.prompts["rubric"] and not aligned.kept_seed
+    assert aligned.primary == "weighted_kappa" and aligned.judge.scale == ONE_TO_FIVE
     assert aligned.val_score == 1.0 and aligned.seed_val_score == 0.0
-    assert aligned.heldout["weighted_kappa"] == 1.0 and aligned.heldout["unparseable"] == 0.0
-    assert aligned.seed_heldout["weighted_kappa"] == 0.0
+    judge = aligned.judge
+    assert judge.heldout["weighted_kappa"] == 1.0 and judge.heldout["unparseable"] == 0.0
+    assert aligned.seed.heldout["weighted_kappa"] == 0.0
     assert seen_by_the_search and not seen_by_the_search & {i.id for i in heldout}
     assert {i.id for i in heldout} <= set(lm.seen)  # the report did judge them
 
@@ -190,7 +187,7 @@ async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
     async def reflect(prompt: str) -> str:
         return "```\nJudge and be very sure.\n```"
 
-    aligned = await align_scaled_judge(
+    aligned = await align(
         lm,
         SEED,
         NOMINAL,
@@ -200,10 +197,10 @@ async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
         GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
         reflect,
     )
-    assert "be very sure" in aligned.result.best_candidate["rubric"]  # the search took it
-    assert aligned.kept_seed and aligned.prompts == SEED
+    assert "be very sure" in aligned.searched["rubric"]  # the search took it
+    assert aligned.kept_seed and aligned.judge.prompts == SEED
     assert aligned.seed_val_score == 1.0 and aligned.val_score < 1.0
-    assert aligned.heldout == aligned.seed_heldout
+    assert aligned.judge == aligned.seed
 
 
 async def no_reflection(prompt: str) -> str:
@@ -216,7 +213,7 @@ async def test_unparseable_verdicts_are_left_out_of_agreement_and_counted():
 
     lm = FakeLM(text=text)
     items = [item(i, 0.1 * i, f"score {0.1 * i:.1f}") for i in range(12)]
-    aligned = await align_scaled_judge(
+    aligned = await align(
         lm,
         SEED,
         CONTINUOUS,
@@ -226,10 +223,10 @@ async def test_unparseable_verdicts_are_left_out_of_agreement_and_counted():
         GEPAConfig(max_metric_calls=4),  # the seed's val pass only: no proposal fits
         no_reflection,
     )
-    assert aligned.primary == "spearman" and aligned.prompts == SEED
+    assert aligned.primary == "spearman" and aligned.judge.prompts == SEED
     assert aligned.unparseable == 1  # item 4, in val
-    assert aligned.heldout["unparseable"] == 1.0 and aligned.heldout["n"] == 3.0
-    assert aligned.heldout["spearman"] == pytest.approx(1.0)
+    assert aligned.judge.heldout["unparseable"] == 1.0 and aligned.judge.heldout["n"] == 3.0
+    assert aligned.judge.heldout["spearman"] == pytest.approx(1.0)
 
 
 async def test_verdicts_on_an_integer_scale_round_to_the_nearest_level():

@@ -13,14 +13,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass
 from datetime import datetime
 
-from flows.collect import LabelWindow
-from flows.stages import JudgeStage
 from infra.registry.mlflow_registry import RegisteredPrompt, Registry, RegistryError
+from infra.scales import ScoreScale
+from judges.align import Alignment
 from judges.gate import GateDecision
-from judges.scales import ScoreScale
+from judges.judge import Judge
+from judges.types import LabelWindow
 
 JUDGE_PRODUCTION = "judge-production"
 TAG = "flywheel.judge."
@@ -28,22 +28,15 @@ THRESHOLD_TAG = TAG + "threshold"
 SCALE_TAG = TAG + "scale"  # the ScoreScale as JSON; a version without it is pass/fail
 
 
-@dataclass(frozen=True)
-class StoredJudge:
-    prompts: dict[str, str]  # component -> text
-    threshold: float
-    versions: dict[str, int]  # registered prompt name -> version
-    scale: ScoreScale = ScoreScale("boolean")
-
-
 def judge_prompt_name(registry: Registry, component: str) -> str:
     return registry.prompt_name(f"judge-{component}")
 
 
 def judge_tags(
-    run_id: str, judge: JudgeStage, window: LabelWindow, decision: GateDecision
+    run_id: str, alignment: Alignment, window: LabelWindow, decision: GateDecision
 ) -> dict[str, str]:
     """The tags of a night's judge version; also logged as params of the night's run."""
+    judge = alignment.judge
     tags = {
         "flywheel.run_id": run_id,
         THRESHOLD_TAG: repr(judge.threshold),  # repr: reloads as exactly the same float
@@ -56,7 +49,7 @@ def judge_tags(
         TAG + "window.since": _stamp(window.since),
         TAG + "window.fetched_at": _stamp(window.fetched_at),
     }
-    tags |= {f"{TAG}labels.{split}": str(n) for split, n in judge.sizes.items()}
+    tags |= {f"{TAG}labels.{split}": str(n) for split, n in alignment.sizes.items()}
     tags |= {f"{TAG}heldout.{key}": f"{value:.4f}" for key, value in judge.heldout.items()}
     return tags
 
@@ -77,9 +70,10 @@ def register_judge(
     return versions
 
 
-def production_judge(registry: Registry, components: list[str]) -> StoredJudge | None:
-    """The judge at alias judge-production with its stored threshold; None on the first
-    night (or when a component has no production version)."""
+def production_judge(registry: Registry, components: list[str]) -> Judge | None:
+    """The judge at alias judge-production with its stored threshold and scale (its
+    agreement is for the caller to measure on tonight's labels); None on the first night
+    (or when a component has no production version)."""
     found = {
         c: registry.prompt_version_at_alias(judge_prompt_name(registry, c), JUDGE_PRODUCTION)
         for c in components
@@ -98,11 +92,11 @@ def production_judge(registry: Registry, components: list[str]) -> StoredJudge |
             f"tag {THRESHOLD_TAG} (got {raw!r}): point the alias at a version flywheel "
             "registered, or delete the alias to start over."
         )
-    return StoredJudge(
+    return Judge(
         prompts={c: v.template for c, v in found.items()},
+        scale=_stored_scale(first),
         threshold=threshold,
         versions={v.name: v.version for v in found.values()},
-        scale=_stored_scale(first),
     )
 
 

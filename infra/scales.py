@@ -1,8 +1,9 @@
 """What a score can be: the scale a judge answers on and humans annotate on.
 
-Mirrors a Langfuse score config (BOOLEAN, CATEGORICAL with labelled values, NUMERIC
-with an optional range) so a judge can be built for any score the humans use. The
-scale decides how a judge's text is parsed and which agreement metrics make sense.
+A scale is boolean, categorical (labelled values, ranked or not) or numeric (with an
+optional range), so a judge can be built for any score the humans use; a trace source
+reads one from its score config (`infra.traces.score_scale`). The scale decides how a
+judge's text is parsed and which agreement metrics make sense.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Kind = Literal["boolean", "categorical", "numeric"]
-_KINDS = ("boolean", "categorical", "numeric")
+KINDS: tuple[Kind, ...] = ("boolean", "categorical", "numeric")
 # Beyond this many integer steps a numeric scale is treated as continuous: exact match
 # and weighted kappa stop meaning much, and rank correlation is what is left.
 MAX_LEVELS = 101
@@ -31,15 +32,15 @@ class ScaleError(ValueError):
 class ScoreScale:
     kind: Kind
     categories: tuple[str, ...] = ()  # categorical only, in order (lowest first if ordinal)
-    values: tuple[float, ...] | None = None  # Langfuse's numeric value per category
+    values: tuple[float, ...] | None = None  # the source's numeric value per category
     minimum: float | None = None  # numeric only; None means unbounded
     maximum: float | None = None
     ordinal: bool = False  # categorical only: whether the category order is a ranking
     name: str | None = None  # the score name this scale belongs to, when known
 
     def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise ScaleError("kind", f"{self.kind!r} is not one of {', '.join(_KINDS)}")
+        if self.kind not in KINDS:
+            raise ScaleError("kind", f"{self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind == "categorical":
             self._check_categories()
         elif self.categories or self.values is not None:
@@ -52,42 +53,12 @@ class ScoreScale:
             raise ScaleError("minimum", f"a {self.kind} scale has no range")
 
     @classmethod
-    def from_langfuse(cls, config: dict[str, Any], *, ordinal: bool = False) -> ScoreScale:
-        """From a Langfuse score config (public API shape: dataType, categories
-        [{label, value}], minValue, maxValue). Langfuse does not say whether categories
-        are ranked, so the caller does, with `ordinal`."""
-        if not isinstance(config, dict):
-            raise ScaleError("<config>", f"expected an object, got {type(config).__name__}")
-        kind = _kind(config.get("dataType"), "dataType")
-        name = config.get("name")
-        if name is not None and not isinstance(name, str):
-            raise ScaleError("name", f"expected a string, got {name!r}")
-        if kind == "boolean":  # Langfuse fills in True/False categories itself: not ours
-            return cls("boolean", name=name)
-        if kind == "numeric":
-            low = _number_or_none(config.get("minValue"), "minValue")
-            high = _number_or_none(config.get("maxValue"), "maxValue")
-            return cls("numeric", minimum=low, maximum=high, name=name)
-        raw = config.get("categories")
-        if not isinstance(raw, list) or not raw:
-            raise ScaleError("categories", "a CATEGORICAL config needs a non-empty list")
-        labels, values = [], []
-        for i, category in enumerate(raw):
-            if not isinstance(category, dict):
-                raise ScaleError(f"categories[{i}]", "expected an object with label and value")
-            label = category.get("label")
-            if not isinstance(label, str) or not label.strip():
-                raise ScaleError(f"categories[{i}].label", f"expected a name, got {label!r}")
-            labels.append(label)
-            values.append(_number(category.get("value"), f"categories[{i}].value"))
-        return cls("categorical", tuple(labels), tuple(values), ordinal=ordinal, name=name)
-
-    @classmethod
-    def infer(cls, values: Iterable[Any], data_type: str) -> ScoreScale:
-        """The narrowest scale that holds the observed annotation values. Categories come
-        sorted (the order humans meant is unknown, so not ordinal); a numeric range is the
-        observed one, or unbounded when nothing was observed."""
-        kind = _kind(data_type, "data_type")
+    def infer(cls, values: Iterable[Any], kind: str) -> ScoreScale:
+        """The narrowest scale of `kind` (boolean, categorical or numeric, in any case) that
+        holds the observed annotation values. Categories come sorted (the order humans meant
+        is unknown, so not ordinal); a numeric range is the observed one, or unbounded when
+        nothing was observed."""
+        kind = _kind(kind, "kind")
         seen = list(values)
         if kind == "boolean":
             bad = [v for v in seen if v not in (0, 1)]  # True/False and 1.0/0.0 included
@@ -101,7 +72,7 @@ class ScoreScale:
             if not seen:
                 raise ScaleError("values", "no values to infer the categories from")
             return cls("categorical", tuple(sorted(set(seen))))
-        numbers = [_number(v, "values") for v in seen]
+        numbers = [finite_number(v, "values") for v in seen]
         if not numbers:
             return cls("numeric")
         return cls("numeric", minimum=min(numbers), maximum=max(numbers))
@@ -132,6 +103,20 @@ class ScoreScale:
             return None
         return tuple(float(v) for v in range(int(self.minimum), int(self.maximum) + 1))
 
+    def describe(self) -> str:
+        """The scale in a few words, e.g. "numeric 1 to 5" or "categorical (bad, good)"."""
+        if self.kind == "categorical":
+            ranked = " < ".join(self.categories) if self.ordinal else ", ".join(self.categories)
+            return f"{'ordinal ' if self.ordinal else ''}categorical ({ranked})"
+        if self.kind == "boolean":
+            return "boolean"
+        low, high = self.minimum, self.maximum
+        if low is None and high is None:
+            return "numeric"
+        if high is None:
+            return f"numeric from {low:g}"
+        return f"numeric up to {high:g}" if low is None else f"numeric {low:g} to {high:g}"
+
     def _check_categories(self) -> None:
         if not self.categories:
             raise ScaleError("categories", "a categorical scale needs at least one category")
@@ -145,7 +130,7 @@ class ScoreScale:
         if self.values is not None:
             if len(self.values) != len(self.categories):
                 raise ScaleError("values", "one value per category")
-            values = tuple(_number(v, "values") for v in self.values)
+            values = tuple(finite_number(v, "values") for v in self.values)
             object.__setattr__(self, "values", values)
 
     def _check_range(self) -> None:
@@ -158,19 +143,20 @@ class ScoreScale:
         object.__setattr__(self, "maximum", high)
 
 
-def _kind(data_type: Any, field: str) -> Kind:
-    """A Langfuse dataType (BOOLEAN, ...) or one of our kinds, in any case."""
-    kind = data_type.lower() if isinstance(data_type, str) else None
-    if kind not in _KINDS:
-        raise ScaleError(field, f"{data_type!r} is not BOOLEAN, CATEGORICAL or NUMERIC")
+def _kind(name: Any, field: str) -> Kind:
+    """One of our kinds, in any case."""
+    kind = name.lower() if isinstance(name, str) else None
+    if kind not in KINDS:
+        raise ScaleError(field, f"{name!r} is not boolean, categorical or numeric")
     return kind
 
 
-def _number(value: Any, field: str) -> float:
+def finite_number(value: Any, field: str) -> float:
+    """`value` as a float; a ScaleError naming `field` when it is not a finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ScaleError(field, f"expected a finite number, got {value!r}")
     return float(value)
 
 
 def _number_or_none(value: Any, field: str) -> float | None:
-    return None if value is None else _number(value, field)
+    return None if value is None else finite_number(value, field)

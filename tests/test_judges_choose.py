@@ -1,13 +1,20 @@
-"""The judge gate over three nights, on a real sqlite MLflow and a scripted judge model."""
+"""The night's judge gate over three nights, on a real sqlite MLflow and a scripted judge."""
 
 import math
 from datetime import UTC, datetime
 
 import pytest
 
-from flows.collect import Collected, LabelWindow
-from flows.judge_gate import gate_judge_stage
-from flows.judge_versions import (
+from infra.registry.mlflow_registry import Registry, RegistryError
+from infra.scales import ScoreScale
+from infra.settings import Settings
+from judges.align import Alignment
+from judges.choose import JudgeGate, choose_judge
+from judges.judge import Judge
+from judges.metrics import primary_metric
+from judges.splits import judge_splits
+from judges.types import JudgedItem, LabelWindow
+from judges.versions import (
     JUDGE_PRODUCTION,
     SCALE_TAG,
     THRESHOLD_TAG,
@@ -15,16 +22,7 @@ from flows.judge_versions import (
     scale_from_json,
     scale_json,
 )
-from flows.runtime import Runtime
-from flows.stages import JudgeStage, judge_splits
-from infra.settings import Settings
-from judges.scaled_align import primary_metric
-from judges.scales import ScoreScale
-from judges.types import JudgedItem
 from tests.fakes import ScriptedLM
-
-pytest.importorskip("infra.registry.mlflow_registry")
-from infra.registry.mlflow_registry import RegistryError  # noqa: E402
 
 WINDOW = LabelWindow(
     labels=20,
@@ -63,51 +61,64 @@ class JudgeModel(ScriptedLM):
         return [0.0 if choice == stars else math.log(1e-6) for choice in choices]
 
 
+class Night:
+    """Registry and judge model shared by the nights of one test module."""
+
+    def __init__(self, state):
+        self.settings = Settings(state_dir=state)
+        self.registry = Registry(self.settings)
+        self.lm = JudgeModel()
+
+
 @pytest.fixture(scope="module")
-def rt(tmp_path_factory) -> Runtime:
-    runtime = Runtime(Settings(state_dir=tmp_path_factory.mktemp("gate") / "state"))
-    runtime.__dict__["lm"] = JudgeModel()  # the seam: the cached LM
-    return runtime
+def rt(tmp_path_factory) -> Night:
+    return Night(tmp_path_factory.mktemp("gate") / "state")
 
 
-def collected() -> Collected:
-    items = [
+def collected() -> list[JudgedItem]:
+    return [
         JudgedItem(f"t{i}", f"request {i}", f"reply {i} [{'good' if i % 2 else 'bad'}]", i % 2 == 1)
         for i in range(20)
     ]
-    return Collected(examples=[], items=items, window=WINDOW)
 
 
-def graded() -> Collected:
+def graded() -> list[JudgedItem]:
     """Twenty replies given 1 to 5 stars by the humans."""
-    items = [
+    return [
         JudgedItem(
             f"g{i}", f"request {i}", f"reply {i} [stars {1 + i % 5}]", human_value=1.0 + i % 5
         )
         for i in range(20)
     ]
-    return Collected(examples=[], items=items, window=WINDOW, scale=STARS)
+
+
+def heldout_of(items: list[JudgedItem]) -> list[JudgedItem]:
+    return judge_splits(items, 0.4, 0)[2]
+
+
+async def gate_judge_stage(
+    rt: Night, run_id: str, alignment: Alignment, items: list[JudgedItem]
+) -> JudgeGate:
+    return await choose_judge(
+        rt.lm, rt.registry, run_id, alignment, heldout_of(items), WINDOW, 0.2, 0
+    )
 
 
 def aligned(
     component: str, rubric: str, kappa: float, threshold: float, scale: ScoreScale = BOOLEAN
-) -> JudgeStage:
+) -> Alignment:
     """Tonight's aligned judge, with `kappa` as its primary statistic on held-out labels."""
     key = primary_metric(scale)
-    return JudgeStage(
-        prompts={component: rubric},
-        threshold=threshold,
-        heldout={key: kappa, f"{key}_low": kappa - 0.2, f"{key}_high": kappa + 0.1, "n": 8.0},
-        seed_prompts={component: "seed"},
-        seed_threshold=0.5,
-        seed_heldout={key: 0.0},
+    heldout = {key: kappa, f"{key}_low": kappa - 0.2, f"{key}_high": kappa + 0.1, "n": 8.0}
+    return Alignment(
+        judge=Judge({component: rubric}, scale, threshold, heldout=heldout),
+        seed=Judge({component: "seed"}, scale, 0.5, heldout={key: 0.0}),
         val_score=kappa,
         seed_val_score=0.0,
         kept_seed=False,
+        searched={component: rubric},
         metric_calls=10,
         sizes={"train": 7, "val": 5, "heldout": 8},
-        floor=0.2,
-        scale=scale,
     )
 
 
@@ -118,7 +129,9 @@ async def test_three_nights_pass_keep_and_replace(rt):
     first = await gate_judge_stage(rt, "n1", aligned("rubric", "sharp v1", 0.8, 0.4321), night)
     assert first.decision.passed and first.previous is None
     assert (
-        first.registered == {name: 1} and first.judge.is_new and first.judge.versions == {name: 1}
+        first.registered == {name: 1}
+        and not first.kept_previous
+        and first.judge.versions == {name: 1}
     )
     version = registry.client.get_prompt_version(name, 1)
     assert version.tags[THRESHOLD_TAG] == "0.4321" and version.tags["flywheel.run_id"] == "n1"
@@ -135,11 +148,11 @@ async def test_three_nights_pass_keep_and_replace(rt):
     # held-out traces with its stored threshold, agrees perfectly and is kept.
     rt.lm.judged.clear()
     second = await gate_judge_stage(rt, "n2", aligned("rubric", "vague", 0.3, 0.5), night)
-    heldout = {item.output_text for item in judge_splits(rt, night.items)[2]}
+    heldout = {item.output_text for item in heldout_of(night)}
     assert set(rt.lm.judged) == heldout  # the same held-out items, and only those
     assert not second.decision.passed and second.decision.keeps_in_use
     assert second.previous.heldout_score == 1.0 and second.previous.threshold == 0.4321
-    assert second.judge == second.previous and not second.judge.is_new
+    assert second.judge == second.previous and second.kept_previous
     assert second.judge.prompts == {"rubric": "sharp v1"} and second.judge.versions == {name: 1}
     assert second.decision.reason == (
         f"new judge kappa 0.30 < {name} v1's 1.00 on tonight's held-out labels; kept {name} v1"
@@ -157,7 +170,7 @@ async def test_first_judge_below_the_floor_runs_untrusted_without_the_alias(rt):
     gate = await gate_judge_stage(rt, "n1", aligned("weak", "vague", 0.05, 0.5), collected())
     name = rt.registry.prompt_name("judge-weak")
     assert not gate.decision.passed and gate.previous is None
-    assert gate.judge.is_new and not gate.judge.trusted and gate.judge.versions == {name: 1}
+    assert not gate.kept_previous and not gate.trusted and gate.judge.versions == {name: 1}
     assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
 
 
@@ -182,7 +195,7 @@ async def test_a_graded_night_gates_on_weighted_kappa(rt, monkeypatch):
     # The judge in use is re-measured on tonight's held-out stars, on the same statistic.
     rt.lm.judged.clear()
     second = await gate_judge_stage(rt, "n2", aligned("rubric", "vague", 0.3, 0.5, STARS), night)
-    assert set(rt.lm.judged) == {i.output_text for i in judge_splits(rt, night.items)[2]}
+    assert set(rt.lm.judged) == {i.output_text for i in heldout_of(night)}
     assert second.decision.keeps_in_use and second.judge == second.previous
     assert second.previous.heldout_score == 1.0 and second.previous.scale == STARS
     assert second.decision.reason == (

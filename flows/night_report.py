@@ -1,0 +1,103 @@
+"""What a night did, as data: built once its stages are done, then completed with what
+was registered and what went back to the trace source. `flows.report` renders it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flows.feedback import Feedback
+from flows.stages import Evaluation, PromptStage
+from judges.align import Alignment
+from judges.choose import JudgeGate
+from weights.round import LoraRound
+
+CANDIDATE = "candidate"
+
+
+@dataclass(frozen=True)
+class Registered:
+    tracking_uri: str
+    mlflow_run_id: str
+    prompt_versions: dict[str, int]  # registered prompt name -> version
+    judge_prompt_versions: dict[str, int]  # the judge the night ran on
+    model_name: str
+    model_version: int
+    with_adapter: bool
+
+    def describe(self) -> str:
+        prompts = ", ".join(f"{name} v{v}" for name, v in self.prompt_versions.items())
+        judge = ", ".join(f"{name} v{v}" for name, v in self.judge_prompt_versions.items())
+        adapter = (
+            "prompts + LoRA adapter" if self.with_adapter else "prompts only (no adapter kept)"
+        )
+        return (
+            f"Registered in MLflow ({self.tracking_uri}): model {self.model_name} "
+            f"v{self.model_version} ({adapter}), prompts {prompts}, alias '{CANDIDATE}', "
+            f"judged by {judge or 'an unregistered judge'}; run {self.mlflow_run_id}."
+        )
+
+
+@dataclass(frozen=True)
+class NightReport:
+    run_id: str
+    collected: dict[str, int]
+    alignment: Alignment  # tonight's aligned judge beside the seed rubric
+    gate: JudgeGate  # which judge the night ran on (tonight's or the one in use), and why
+    prompt: PromptStage
+    lora: LoraRound
+    evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
+    seconds: float
+    stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    registered: Registered | None = None
+    feedback: Feedback | None = None  # label requests and judge scores sent back
+
+    @property
+    def judge_trusted(self) -> bool:
+        """Whether the judge the agent was optimized against agrees enough with the humans."""
+        return self.gate.trusted
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for MLflow: before/after of every stage."""
+        out: dict[str, float] = {f"traces_{k}": float(v) for k, v in self.collected.items()}
+        aligned = self.alignment
+        for prefix, judge in (("judge_seed", aligned.seed), ("judge_aligned", aligned.judge)):
+            out |= {f"{prefix}_{k}": v for k, v in judge.heldout.items()}
+        primary = aligned.primary
+        out |= {
+            "judge_metric_calls": aligned.metric_calls,
+            "judge_threshold": aligned.judge.threshold,
+            f"judge_val_{primary}_best": aligned.val_score,
+            f"judge_val_{primary}_seed": aligned.seed_val_score,
+            "judge_kept_seed": float(aligned.kept_seed),
+            "judge_unparseable_verdicts": float(aligned.unparseable),
+            "agent_judge_unparseable_verdicts": float(self.prompt.judge_unparseable),
+            "judge_trusted": float(self.judge_trusted),
+            "agent_metric_calls": self.prompt.metric_calls,
+            "agent_reflection_calls": self.prompt.reflection_calls,
+            "agent_candidates": self.prompt.candidates,
+            "agent_val_seed": self.prompt.seed_val,
+            "agent_val_best": self.prompt.best_val,
+            "lora_records": self.lora.records,
+            "lora_val_without": self.lora.val_without,
+            "wall_seconds": self.seconds,
+        }
+        out |= {
+            f"{name}_seconds": end - begin for name, (begin, end) in self.stage_intervals.items()
+        }
+        used, previous = self.gate.judge, self.gate.previous
+        out["judge_gate_passed"] = float(self.gate.decision.passed)
+        out[f"judge_used_{used.primary}"] = used.heldout_score
+        out["judge_used_threshold"] = used.threshold
+        if previous:
+            out[f"judge_previous_{previous.primary}"] = previous.heldout_score
+        if self.feedback:
+            out |= self.feedback.metrics()
+        if self.lora.val_with is not None:
+            out["lora_val_with"] = self.lora.val_with
+        if self.lora.train_loss is not None:
+            out["lora_train_loss"] = self.lora.train_loss
+        for stage, ev in self.evals.items():
+            out[f"heldout_{stage}_judge_pass_rate"] = ev.judge_pass_rate
+            if ev.accuracy is not None:
+                out[f"heldout_{stage}_accuracy"] = ev.accuracy
+        return out

@@ -1,0 +1,87 @@
+"""The night's judge gate: tonight's aligned judge against the one in use, then registered.
+
+The judge in use is re-measured on tonight's held-out labels, with its own prompt and
+stored threshold, so both judges' primary agreement statistic comes from the same items.
+A judge in use on another scale answers a different question: it is not compared, as if
+none were in use. Every night's judge is registered (a failed one too: the record of why
+it was not used), and only a passing one moves alias judge-production.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from infra.lm import LM
+from infra.registry.mlflow_registry import Registry
+from infra.scales import ScoreScale
+from judges.align import Alignment, fit_for
+from judges.gate import GateDecision, gate_judge
+from judges.judge import Judge, version_label
+from judges.types import JudgedItem, LabelWindow
+from judges.versions import JUDGE_PRODUCTION, judge_tags, production_judge, register_judge
+
+
+@dataclass
+class JudgeGate:
+    decision: GateDecision
+    registered: dict[str, int]  # tonight's judge: registered prompt name -> version
+    judge: Judge  # what the rest of the night runs on
+    previous: Judge | None  # the judge at judge-production before tonight, if any
+    tags: dict[str, str] = field(default_factory=dict)  # as registered with tonight's judge
+
+    @property
+    def registered_label(self) -> str:
+        return version_label(self.registered)
+
+    @property
+    def kept_previous(self) -> bool:
+        """The night runs on the judge already in use, not tonight's."""
+        return self.previous is not None and self.judge == self.previous
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the judge the night runs on agrees with the humans enough to steer the
+        agent: its held-out primary statistic reaches the gate's floor."""
+        return self.judge.heldout_score >= self.decision.floor
+
+
+async def choose_judge(
+    lm: LM,
+    registry: Registry,
+    run_id: str,
+    alignment: Alignment,
+    heldout: list[JudgedItem],
+    window: LabelWindow,
+    floor: float,
+    seed: int,
+) -> JudgeGate:
+    """Gate tonight's judge against the one in use on `heldout` (the items it was measured
+    on), register it, and return the judge the night runs on."""
+    tonight = alignment.judge
+    previous, note = None, ""
+    stored = production_judge(registry, list(tonight.prompts))
+    if stored is not None and not same_scale(stored.scale, tonight.scale):
+        note = (
+            f"; {stored.label} at {JUDGE_PRODUCTION} answers on a {stored.scale.describe()} "
+            f"scale, not tonight's {tonight.scale.describe()}, so it was not compared"
+        )
+        stored = None
+    if stored is not None:
+        report = await fit_for(stored.scale).agreement(
+            lm, stored.prompts, stored.threshold, heldout, seed
+        )
+        previous = replace(stored, heldout=report)
+    decision = gate_judge(tonight.heldout_score, floor, previous, tonight.primary)
+    if note:
+        decision = replace(decision, reason=decision.reason + note)
+    tags = judge_tags(run_id, alignment, window, decision)
+    registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed)
+    new = replace(tonight, versions=registered)
+    chosen = previous if decision.keeps_in_use and previous is not None else new
+    return JudgeGate(decision, registered, chosen, previous, tags)
+
+
+def same_scale(a: ScoreScale, b: ScoreScale) -> bool:
+    """The same answers and order; the score's name aside (a version registered before
+    scales were recorded has none)."""
+    return replace(a, name=None) == replace(b, name=None)

@@ -1,0 +1,130 @@
+"""What the judge gives back to the trace source each night: its verdict on every trace
+as a score on the annotation's scale, and label requests where it is least sure (active
+learning: pass/fail by P(pass) nearest its threshold, other scales by its own margin)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from infra.lm import LM
+from infra.traces import JudgeScore, LabelRequest
+from judges.active_learning import least_certain, least_sure
+from judges.judge import Judge
+from judges.parsing import Unparseable
+from judges.scaled_fit import show
+from judges.scaled_metric import ScaledMetric
+from judges.types import JudgedItem
+
+
+@dataclass
+class NightVerdicts:
+    """The judge in use on each of the night's traces (plain data: Prefect persists it)."""
+
+    scores: dict[str, float]  # trace id -> the judge's score in [0, 1]: P(pass) for pass/fail
+    labelled: set[str]  # traces with a human label the judge learns from
+    judged_at: datetime  # the scores' timestamp: a resend then updates, never duplicates
+    rationales: dict[str, str] = field(default_factory=dict)
+    # Other scales than pass/fail: the verdict on the scale (none where it was unreadable)
+    # and how sure it was (`ScaledMetric.margin`).
+    values: dict[str, bool | str | float] = field(default_factory=dict)
+    margins: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unlabelled(self) -> int:
+        return len(set(self.scores) - self.labelled)
+
+
+async def judge_traces(
+    lm: LM,
+    judge: Judge,
+    items: list[JudgedItem],
+    labelled: set[str],
+    rationale_max_tokens: int = 48,
+    with_rationales: bool = False,
+) -> NightVerdicts:
+    """The judge on every trace in `items`; `labelled` are those a human annotated."""
+    metric = judge.metric(lm, rationale_max_tokens)
+    scores, values, margins = {}, {}, {}
+    if isinstance(metric, ScaledMetric):
+        for item, (verdict, score) in zip(items, await metric.judged(items), strict=True):
+            scores[item.id] = score
+            margins[item.id] = metric.margin(verdict, score)
+            if not isinstance(verdict, Unparseable):
+                values[item.id] = verdict.value
+    else:
+        probs = await metric.p_pass_many(items)
+        scores = {item.id: p for item, p in zip(items, probs, strict=True)}
+    rationales = {}
+    if with_rationales:
+        texts = await asyncio.gather(*(metric.rationale(item) for item in items))
+        rationales = {item.id: text for item, text in zip(items, texts, strict=True)}
+    return NightVerdicts(scores, set(labelled), datetime.now(UTC), rationales, values, margins)
+
+
+def label_requests(
+    verdicts: NightVerdicts, judge: Judge, n: int, pending: set[str] = frozenset()
+) -> list[LabelRequest]:
+    """The n least sure traces that are neither labelled nor already waiting for a label
+    (asked on an earlier night)."""
+    skip = verdicts.labelled | pending
+    if judge.scale.kind == "boolean":
+        picked = least_certain(verdicts.scores, skip, judge.threshold, n)
+        return [
+            LabelRequest(
+                trace_id=u.trace_id,
+                reason=(
+                    f"judge least sure: p_pass {u.p_pass:.3f} vs threshold {judge.threshold:.3f}"
+                ),
+                margin=u.margin,
+                judge_version=judge.label,
+            )
+            for u in picked
+        ]
+    return [
+        LabelRequest(
+            trace_id=trace_id,
+            reason=f"judge least sure: margin {margin:.3f}, verdict {_verdict(verdicts, trace_id)}",
+            margin=margin,
+            judge_version=judge.label,
+        )
+        for trace_id, margin in least_sure(verdicts.margins, skip, n)
+    ]
+
+
+def judge_scores(
+    verdicts: NightVerdicts, judge: Judge, trusted: bool, run_id: str, name: str
+) -> list[JudgeScore]:
+    """One score per judged trace, on the judge's scale; a trace whose verdict could not be
+    read has no value on it, and gets none."""
+    scores = []
+    for trace_id, score in verdicts.scores.items():
+        about = {"judge_version": judge.label, "judge_prompt_versions": judge.versions}
+        if judge.scale.kind == "boolean":
+            value = 1.0 if score >= judge.threshold else 0.0
+            about |= {"threshold": judge.threshold, "p_pass": score}
+        elif trace_id in verdicts.values:
+            value = verdicts.values[trace_id]
+            about |= {"threshold": judge.threshold, "score": score}
+        else:
+            continue
+        scores.append(
+            JudgeScore(
+                id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"flywheel/{run_id}/{name}/{trace_id}")),
+                trace_id=trace_id,
+                name=name,
+                value=value,
+                timestamp=verdicts.judged_at,
+                kind=judge.scale.kind,
+                comment=verdicts.rationales.get(trace_id),
+                metadata=about | {"judge_trusted": trusted, "flywheel_run_id": run_id},
+            )
+        )
+    return scores
+
+
+def _verdict(verdicts: NightVerdicts, trace_id: str) -> str:
+    value = verdicts.values.get(trace_id)
+    return "unreadable" if value is None else show(value)

@@ -1,0 +1,62 @@
+"""The judge as data: what it asks, on which scale it answers, where it cuts pass from
+fail, which registered versions it is, and how well it agreed with the humans.
+
+Alignment makes one, the registry stores and reloads one (`judges.versions`), the gate
+compares two (`judges.gate`), and `metric` is the one way any stage turns one into
+scores for an `LM`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infra.lm import LM
+from infra.scales import ScoreScale
+from judges.metrics import primary_metric
+from judges.pointwise import PointwiseJudge
+from judges.scaled import ScaledJudge
+from judges.scaled_metric import PASS_CUT, ScaledMetric
+
+
+@dataclass(frozen=True)
+class Judge:
+    prompts: dict[str, str]  # component -> text (the rubric)
+    scale: ScoreScale = ScoreScale("boolean")  # what it answers on: the humans' scale
+    # The pass cut: calibrated on P(pass) for pass/fail, PASS_CUT on the normalized score
+    # of any other scale.
+    threshold: float = PASS_CUT
+    versions: dict[str, int] = field(default_factory=dict)  # registered prompt -> version
+    heldout: dict[str, float] = field(default_factory=dict)  # agreement on held-out labels
+
+    @property
+    def primary(self) -> str:
+        """The agreement statistic that chooses and gates it, e.g. "kappa"."""
+        return primary_metric(self.scale)
+
+    @property
+    def heldout_score(self) -> float:
+        return self.heldout.get(self.primary, 0.0)
+
+    @property
+    def label(self) -> str:
+        """How reports and score metadata name it, e.g. "agent-judge-rubric v3"."""
+        return version_label(self.versions)
+
+    @property
+    def cut(self) -> str:
+        """Where it cuts, for people: "threshold 0.460" or "numeric 1 to 5 scale"."""
+        if self.scale.kind == "boolean":
+            return f"threshold {self.threshold:.3f}"
+        return f"{self.scale.describe()} scale"
+
+    def metric(self, lm: LM, rationale_max_tokens: int = 48) -> PointwiseJudge | ScaledMetric:
+        """The judge as a metric of replies: a score in [0, 1] (P(pass) for pass/fail,
+        else its verdict placed on the scale's order), a pass at `threshold`, and a
+        one-sentence rationale on demand."""
+        if self.scale.kind == "boolean":
+            return PointwiseJudge(lm, self.prompts, self.threshold, rationale_max_tokens)
+        return ScaledMetric(ScaledJudge(lm, self.prompts, self.scale), rationale_max_tokens)
+
+
+def version_label(versions: dict[str, int]) -> str:
+    return ", ".join(f"{name} v{version}" for name, version in sorted(versions.items()))

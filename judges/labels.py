@@ -1,0 +1,60 @@
+"""Human annotations as the judge learns from them: the scale of the night's annotation,
+each annotation's value on it, and the labelled item.
+
+The trace source says the scale when it has a score config for it; otherwise (a JSONL
+export without one) it is inferred from the annotations themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from infra.scales import ScoreScale
+from infra.traces import Annotation
+from judges.types import JudgedItem
+
+Value = bool | str | float
+
+
+def night_scale(name: str, scale: ScoreScale | None, annotations: list[Annotation]) -> ScoreScale:
+    """The scale of score `name`: `scale` (the source's) when given, else from `annotations`."""
+    if scale is not None:
+        return scale
+    if not annotations:  # nothing to learn from tonight: pass/fail, as before scales
+        return ScoreScale("boolean", name=name)
+    counts = Counter(a.kind for a in annotations)
+    kind = max(sorted(counts), key=counts.__getitem__)  # a stray other kind is skipped
+    values = [a.value for a in annotations if a.kind == kind and _finite(a.value)]
+    return replace(ScoreScale.infer(values, kind), name=name)
+
+
+def value_on(scale: ScoreScale, annotation: Annotation) -> Value | None:
+    """The annotation's value on the scale (bool, category or number); None when off it."""
+    if annotation.kind != scale.kind:
+        return None
+    value = annotation.value
+    if scale.kind == "boolean" and value in (0, 1):
+        value = value == 1  # Langfuse gives a boolean as 1.0 / 0.0
+    return value if scale.contains(value) else None
+
+
+def labelled_item(
+    annotation: Annotation, value: Value, input_text: str, output_text: str
+) -> JudgedItem:
+    """The annotated exchange with the human's value (`value_on`); pass/fail also as
+    `human_pass`, which the pass/fail judge reads."""
+    return JudgedItem(
+        id=annotation.trace_id,
+        input_text=input_text,
+        output_text=output_text,
+        human_pass=value if isinstance(value, bool) else None,
+        human_comment=annotation.comment or "",
+        human_value=value,
+    )
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)

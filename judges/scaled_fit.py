@@ -1,0 +1,173 @@
+"""Aligning a judge that answers on the humans' own scale (`judges.align`'s strategy
+for a categorical or numeric scale; it also takes a boolean one, read at P(yes) >= 0.5).
+
+The per-example score is how close the judge came to the human's value: for answers
+read from probabilities, the probability of the human's answer, weighted so each
+answer counts equally (a judge that always gives the majority answer must not win);
+for numbers, one minus the error as a share of the range. An unparseable verdict (a
+continuous scale is read from text) scores 0 and is counted, never given a default.
+A rubric is fitted as it is (no threshold) and measured by the scale's primary
+agreement statistic (`judges.metrics.primary_metric`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from gepa_opt import Adapter, EvaluationBatch
+from infra.lm import LM
+from infra.scales import ScoreScale
+from judges.calibration import balancing_weights
+from judges.metrics import agreement_report, primary_metric
+from judges.parsing import Unparseable
+from judges.reflective import Record, reflective_dataset, their_comment
+from judges.scaled import ScaledJudge, ScaledVerdict, answers
+from judges.scaled_metric import PASS_CUT
+from judges.types import JudgedItem
+
+
+def check_labels(items: list[JudgedItem], scale: ScoreScale) -> None:
+    bad = [i.id for i in items if i.human_value is None or not scale.contains(i.human_value)]
+    if bad:
+        raise ValueError(
+            f"scaled alignment needs a human_value on the {scale.kind} scale; "
+            f"missing or off the scale on {bad}"
+        )
+
+
+def answer_of(value: bool | str) -> str:
+    """The judge's answer that matches a human value (Yes/No for a boolean)."""
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    return value
+
+
+def value_weights(items: list[JudgedItem], scale: ScoreScale) -> dict[Hashable, float]:
+    """Balancing weights per answer; none for a numeric scale, scored by distance."""
+    if scale.kind == "numeric":
+        return {}
+    return balancing_weights((answer_of(i.human_value) for i in items), answers(scale))
+
+
+def closeness(error: float, scale: ScoreScale) -> float:
+    """1 at the human's value, 0 a whole range away; 1 / (1 + error) with no range."""
+    bounded = scale.minimum is not None and scale.maximum is not None
+    span = scale.maximum - scale.minimum if bounded else 0.0
+    return 1 - error / span if span else 1 / (1 + error)
+
+
+def agreement_value(verdict: ScaledVerdict, scale: ScoreScale) -> bool | str | float:
+    """The verdict as agreement metrics take it: a number on an integer scale goes to the
+    nearest level, so exact match and weighted kappa apply (ties round up)."""
+    if scale.kind == "numeric" and scale.levels is not None:
+        return float(math.floor(verdict.value + 0.5))
+    return verdict.value
+
+
+def show(value: bool | str | float) -> str:
+    if isinstance(value, bool | str):
+        return answer_of(value)
+    return f"{round(value, 2):g}"
+
+
+class ScaledAlignmentAdapter(Adapter):
+    def __init__(self, lm: LM, scale: ScoreScale, weights: dict[Hashable, float]):
+        self.lm, self.scale, self.weights = lm, scale, weights
+        self.unparseable = 0  # verdicts scored 0 because their text could not be read
+
+    async def evaluate(
+        self, batch: list[JudgedItem], candidate: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch:
+        check_labels(batch, self.scale)
+        verdicts = await ScaledJudge(self.lm, candidate, self.scale).verdicts(batch)
+        self.unparseable += sum(isinstance(v, Unparseable) for v in verdicts)
+        scores = [self.score(item, v) for item, v in zip(batch, verdicts, strict=True)]
+        trajectories = list(zip(batch, verdicts, strict=True)) if capture_traces else None
+        return EvaluationBatch(outputs=verdicts, scores=scores, trajectories=trajectories)
+
+    def score(self, item: JudgedItem, verdict: ScaledVerdict | Unparseable) -> float:
+        if isinstance(verdict, Unparseable):
+            return 0.0
+        if self.scale.kind == "numeric":  # the expected value, or the parsed number
+            return closeness(abs(verdict.value - item.human_value), self.scale)
+        answer = answer_of(item.human_value)
+        return self.weights[answer] * verdict.probabilities[answer]
+
+    async def make_reflective_dataset(
+        self,
+        candidate: dict[str, str],
+        eval_batch: EvaluationBatch,
+        components_to_update: list[str],
+    ) -> dict[str, list[Record]]:
+        judge = ScaledJudge(self.lm, candidate, self.scale)
+        return await reflective_dataset(judge, eval_batch, components_to_update, self._record)
+
+    def _record(self, item: JudgedItem, v: ScaledVerdict | Unparseable, reason: str) -> Record:
+        if isinstance(v, Unparseable):
+            judged = f"unparseable: {v.reason}"
+        else:
+            top = sorted(v.probabilities.items(), key=lambda kv: -kv[1])[:3]
+            probs = ", ".join(f"{answer} {p:.2f}" for answer, p in top)
+            judged = show(v.value) + (f" (answer probabilities: {probs})" if probs else "")
+        return {
+            "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
+            "Generated Outputs": f"{judged}. The judge's reason: {reason}",
+            "Feedback": (
+                f"The human reviewer's answer: {show(item.human_value)}."
+                f"{their_comment(item.human_comment)}"
+            ),
+        }
+
+
+async def scaled_agreement(
+    lm: LM, prompts: dict[str, str], scale: ScoreScale, items: list[JudgedItem], seed: int
+) -> dict[str, float]:
+    """`agreement_report` over the verdicts that could be read, plus how many could not
+    ("unparseable"): counting a missing verdict as any value would bias agreement."""
+    verdicts = await ScaledJudge(lm, prompts, scale).verdicts(items)
+    pairs = [
+        (agreement_value(v, scale), item.human_value)
+        for item, v in zip(items, verdicts, strict=True)
+        if not isinstance(v, Unparseable)
+    ]
+    report = {"n": 0.0}
+    if pairs:
+        pred, gold = zip(*pairs, strict=True)
+        report = agreement_report(pred, gold, seed, scale=scale)
+    return report | {"unparseable": float(len(items) - len(pairs))}
+
+
+@dataclass(frozen=True)
+class ScaledFit:
+    """A judge whose verdict is an answer on `scale`, with no threshold to fit."""
+
+    scale: ScoreScale
+
+    @property
+    def primary(self) -> str:
+        return primary_metric(self.scale)
+
+    def check(self, items: list[JudgedItem]) -> None:
+        check_labels(items, self.scale)
+
+    def adapter(self, lm: LM, labelled: list[JudgedItem]) -> ScaledAlignmentAdapter:
+        return ScaledAlignmentAdapter(lm, self.scale, value_weights(labelled, self.scale))
+
+    async def fit(
+        self,
+        lm: LM,
+        prompts: dict[str, str],
+        train: list[JudgedItem],
+        val: list[JudgedItem],
+        seed: int,
+    ) -> tuple[float, float]:
+        """(PASS_CUT, the primary statistic on val; NaN when undefined there)."""
+        report = await scaled_agreement(lm, prompts, self.scale, val, seed)
+        return PASS_CUT, report.get(self.primary, math.nan)
+
+    async def agreement(
+        self, lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+    ) -> dict[str, float]:
+        return await scaled_agreement(lm, prompts, self.scale, items, seed)

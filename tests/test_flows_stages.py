@@ -1,0 +1,105 @@
+"""The night's stages on a Runtime built with fakes: a scripted LM and an in-memory source."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from flows import stages
+from flows.nightly import collect_traces
+from flows.runtime import Runtime
+from infra.scales import ScoreScale
+from infra.settings import Settings
+from infra.traces import Annotation, TraceBatch, TraceRecord
+from infra.types import Example
+from judges.align import fit_for
+from judges.judge import Judge
+from judges.pass_fail_fit import PassFailFit
+from judges.pointwise import PointwiseJudge
+from judges.scaled_fit import ScaledFit
+from judges.scaled_metric import ScaledMetric, UnrankedScale
+from tests.fakes import ScriptedLM
+
+STARS = ScoreScale("numeric", minimum=1, maximum=5, name="stars")
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+class MemorySource:
+    """A trace source holding one batch; it has no score configs."""
+
+    def __init__(self, batch: TraceBatch):
+        self.batch = batch
+        self.fetched: list[tuple] = []
+
+    def fetch(self, since, limit):
+        self.fetched.append((since, limit))
+        return self.batch
+
+    def score_scale(self, name, *, ordinal=False):
+        return None
+
+
+def night(n: int) -> TraceBatch:
+    traces = [
+        TraceRecord(f"o{i}", f"t{i}", NOW, input=f"play song {i}", output="PlayMusic")
+        for i in range(n)
+    ]
+    labels = [
+        Annotation(f"s{i}", f"t{i}", "correct", float(i % 2), "BOOLEAN", "ANNOTATION", NOW)
+        for i in range(0, n, 2)
+    ]
+    return TraceBatch(traces=traces, annotations=labels)
+
+
+@pytest.fixture
+def rt(tmp_path) -> Runtime:
+    source = MemorySource(night(20))
+    return Runtime(Settings(state_dir=tmp_path), lm=ScriptedLM(), traces=source)
+
+
+async def test_a_runtime_built_with_fakes_runs_the_first_stages(rt):
+    collected = await collect_traces.fn(rt, "n1")
+    assert rt.traces.fetched == [(None, 1000)]  # no lookback: everything the source has
+    assert len(collected.examples) == 20 and len(collected.items) == 10
+    assert collected.scale == ScoreScale("boolean", name="correct")
+    rt.settings.judge.max_metric_calls = 12
+    alignment = await stages.align_judge_stage(rt, collected.items, collected.scale)
+    assert alignment.sizes == {"train": 4, "val": 2, "heldout": 4}
+    assert alignment.metric_calls <= 12 and alignment.primary == "kappa"
+    assert alignment.judge.heldout["n"] == 4.0  # measured on the held-out labels
+
+
+def test_knobs_replace_what_a_night_does_and_keep_what_it_runs_on(rt):
+    knobs = rt.settings.knobs()
+    knobs.seed, knobs.judge.min_agreement = 7, 0.4
+    other = rt.with_knobs(knobs)
+    assert (other.settings.seed, other.settings.judge.min_agreement) == (7, 0.4)
+    assert other.lm is rt.lm and other.traces is rt.traces
+    assert rt.settings.seed == 0  # the original runtime is unchanged
+
+
+def test_each_scale_gets_its_fit():
+    assert isinstance(fit_for(ScoreScale("boolean")), PassFailFit)
+    fit = fit_for(STARS)
+    assert isinstance(fit, ScaledFit) and fit.primary == "weighted_kappa"
+
+
+def test_a_judge_becomes_the_metric_its_scale_needs():
+    lm = ScriptedLM()
+    assert isinstance(Judge({"rubric": "r"}, threshold=0.4).metric(lm), PointwiseJudge)
+    assert isinstance(Judge({"rubric": "r"}, STARS).metric(lm), ScaledMetric)
+    colours = ScoreScale("categorical", ("red", "blue"), name="colour")
+    with pytest.raises(UnrankedScale, match="'colour'"):
+        Judge({"rubric": "r"}, colours).metric(lm)
+
+
+async def test_the_prompt_stage_counts_the_judge_verdicts_it_could_not_read(rt):
+    """A continuous scale is read from the judge's text: "no idea" scores 0, and is counted."""
+    rt.settings.agent_opt.max_metric_calls = 30
+    rt.settings.agent_opt.pareto_size = 4
+    rt.lm.reply = lambda messages: "no idea"
+    percent = ScoreScale("numeric", minimum=0, maximum=100, name="percent")
+    judge = Judge({"rubric": "r"}, percent)
+    examples = [Example(id=f"e{i}", inputs={"request": f"play song {i}"}) for i in range(8)]
+    stage = await stages.optimize_prompts_stage(rt, examples, rt.agent.seed_prompts(), judge)
+    assert stage.metric_calls > 0
+    assert stage.judge_unparseable == stage.metric_calls  # every verdict was unreadable

@@ -1,0 +1,118 @@
+"""The LoRA round on fakes: judged rollouts as a function, a model that serves adapters."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.settings import LoraSettings
+from infra.types import Example, Rollout
+from weights import round as weight_round
+from weights.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from weights.lora import AdapterResult
+
+
+class AdapterModel:
+    """Serves adapters by name; `refuse` makes loading fail like a server without LoRA."""
+
+    base_model_path = "/models/base"
+
+    def __init__(self, refuse: bool = False):
+        self.loaded: dict[str, str] = {}
+        self.refuse = refuse
+
+    async def load_adapter(self, name, path):
+        if self.refuse:
+            raise RuntimeError("404 Not Found")
+        self.loaded[name] = str(path)
+
+    async def adapters(self):
+        return list(self.loaded)
+
+
+def examples(n: int, prefix: str) -> list[Example]:
+    return [Example(f"{prefix}{i}", {"request": f"play song {i}"}) for i in range(n)]
+
+
+def judged(with_adapter: float, sampled: float = 0.9):
+    """Rollouts scored `sampled` when sampled, 0.5 greedy on the base, `with_adapter` with it."""
+    calls = []
+
+    async def rollouts(batch, adapter, **params):
+        calls.append((len(batch), adapter, params))
+        score = with_adapter if adapter else (sampled if params else 0.5)
+        ask = [{"role": "user", "content": "play a song"}]
+        return [Rollout(ex, {}, f"reply to {ex.id}", ask, score) for ex in batch]
+
+    rollouts.calls = calls
+    return rollouts
+
+
+@pytest.fixture
+def trained(monkeypatch) -> list:
+    """Training replaced by writing a whole adapter folder; records what it was given."""
+    runs = []
+
+    def train(records, base, target, cfg, seed=0):
+        runs.append((len(records), base, seed))
+        target.mkdir(parents=True)
+        (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
+        (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
+        return AdapterResult(target, 1.25, 3, len(records), 0.1)
+
+    monkeypatch.setattr(weight_round, "train_sft_adapter", train)
+    return runs
+
+
+async def run(lm, rollouts, tmp_path: Path, **cfg) -> weight_round.LoraRound:
+    settings = LoraSettings(samples_per_example=2, **cfg)
+    return await weight_round.lora_round(
+        lm, rollouts, examples(6, "t"), examples(3, "v"), settings, tmp_path / "n1", 0.6, seed=3
+    )
+
+
+async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path, trained):
+    lm, rollouts = AdapterModel(), judged(with_adapter=0.7)
+    result = await run(lm, rollouts, tmp_path)
+    assert result.kept and result.adapter_path == str(tmp_path / "n1" / "adapter")
+    assert (result.val_without, result.train_loss) == (0.5, 1.25)
+    assert result.val_with == pytest.approx(0.7)
+    assert trained == [(result.records, "/models/base", 3)] and 0 < result.records <= 6
+    assert lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
+    sampled = [params for _, adapter, params in rollouts.calls if params]
+    assert sampled == [{"temperature": 0.8, "seed": 0}, {"temperature": 0.8, "seed": 1}]
+
+
+async def test_an_adapter_the_judge_does_not_prefer_is_measured_but_not_kept(tmp_path, trained):
+    result = await run(AdapterModel(), judged(with_adapter=0.4), tmp_path)
+    assert not result.kept and result.adapter_path is None
+    assert result.trained_path and result.val_with == pytest.approx(0.4)
+    assert "not kept" in result.note
+
+
+async def test_nothing_above_the_cut_trains_nothing(tmp_path, trained):
+    result = await run(AdapterModel(), judged(0.7, sampled=0.5), tmp_path, min_judge_score=0.55)
+    assert result.records == 0 and trained == [] and result.note == "no rollout passed the judge"
+
+
+async def test_switched_off_or_without_adapters_only_measures_the_base(tmp_path, trained):
+    off = await run(AdapterModel(), judged(0.7), tmp_path, enabled=False)
+    assert (off.val_without, off.note) == (0.5, "disabled in settings")
+
+    class PlainModel:
+        async def complete(self, messages, **params): ...
+
+    plain = await run(PlainModel(), judged(0.7), tmp_path)
+    assert plain.note == "PlainModel does not serve LoRA adapters" and trained == []
+
+
+async def test_a_server_that_cannot_load_it_is_said_and_costs_the_night_nothing(tmp_path, trained):
+    result = await run(AdapterModel(refuse=True), judged(0.7), tmp_path)
+    assert not result.kept and result.trained_path is None and len(trained) == 1
+    assert "could not load it (404 Not Found)" in result.note
+
+
+async def test_a_resumed_round_reuses_the_adapter_it_finished(tmp_path, trained):
+    first = await run(AdapterModel(), judged(0.7), tmp_path)
+    again = await run(AdapterModel(), judged(0.7), tmp_path)  # a crash came after training
+    assert len(trained) == 1 and again.train_loss == first.train_loss and again.kept

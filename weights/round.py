@@ -1,0 +1,125 @@
+"""One slow-loop round: sample, judge, keep the best (rejection sampling), train a LoRA
+adapter with SFT, and keep it only if the judge prefers it on the Pareto set (never
+held-out, which only reports).
+
+The round takes what it needs as arguments: judged rollouts of the current prompts as a
+callable, and a model that serves adapters (`AdapterLM`: the local engine, or vLLM with
+runtime LoRA loading), so it knows neither the agent nor the judge nor the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+
+from infra.lm import LM, AdapterLM
+from infra.lm.threads import run_in_own_thread
+from infra.settings import LoraSettings
+from infra.types import Example, Rollout
+from weights.adapters import adapter_files_ok
+from weights.datasets import sft_records
+from weights.lora import train_sft_adapter
+
+# (examples, adapter name or None, **sampling params) -> the rollouts, judged
+JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
+
+
+@dataclass
+class LoraRound:
+    trained_path: str | None  # the adapter this round trained, if it trained one
+    kept: bool  # whether the judge preferred it on the Pareto set
+    records: int
+    train_loss: float | None
+    val_without: float
+    val_with: float | None
+    note: str = ""
+
+    @property
+    def adapter_path(self) -> str | None:
+        """The adapter that goes into the registered version, if any."""
+        return self.trained_path if self.kept else None
+
+
+async def lora_round(
+    lm: AdapterLM | LM,
+    rollouts: JudgedRollouts,
+    trainset: list[Example],
+    valset: list[Example],
+    cfg: LoraSettings,
+    run_dir: Path,
+    min_score: float,
+    seed: int,
+) -> LoraRound:
+    """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
+    `cfg.min_judge_score` when set) and compare with and without it on `valset`."""
+    without = fmean(r.score for r in await rollouts(valset, None))
+    if not cfg.enabled:
+        return LoraRound(None, False, 0, None, without, None, note="disabled in settings")
+    if not hasattr(lm, "load_adapter"):  # not isinstance: that would resolve base_model_path
+        note = f"{type(lm).__name__} does not serve LoRA adapters"
+        return LoraRound(None, False, 0, None, without, None, note=note)
+    samples = await asyncio.gather(
+        *(
+            rollouts(trainset, None, temperature=cfg.sample_temperature, seed=k)
+            for k in range(cfg.samples_per_example)
+        )
+    )
+    judged = [rollout for batch in samples for rollout in batch]
+    cut = min_score if cfg.min_judge_score is None else cfg.min_judge_score
+    records = sft_records(judged, cut, cfg.max_train_examples, seed)
+    if not records:
+        return LoraRound(None, False, 0, None, without, None, note="no rollout passed the judge")
+    adapter_dir, train_loss = await _train_once(lm.base_model_path, records, run_dir, cfg, seed)
+    try:
+        name = await ensure_adapter(lm, run_dir.name, adapter_dir)
+    except Exception as err:  # e.g. a server without runtime LoRA loading
+        note = (
+            f"trained {adapter_dir}, but the model server could not load it ({err}); a "
+            "server without LoRA wants lora.enabled = false"
+        )
+        return LoraRound(None, False, len(records), train_loss, without, None, note=note)
+    with_adapter = fmean(r.score for r in await rollouts(valset, name))
+    keep = with_adapter >= without
+    return LoraRound(
+        trained_path=str(adapter_dir),
+        kept=keep,
+        records=len(records),
+        train_loss=train_loss,
+        val_without=without,
+        val_with=with_adapter,
+        note="" if keep else "not kept: the judge preferred the base model on the Pareto set",
+    )
+
+
+async def ensure_adapter(lm: AdapterLM, run_id: str, path: str | Path) -> str:
+    """Serve a night's adapter once; returns the name to ask for."""
+    name = f"adapter-{run_id}"
+    if name not in await lm.adapters():
+        await lm.load_adapter(name, path)
+    return name
+
+
+async def _train_once(
+    base: str, records: list[dict], run_dir: Path, cfg: LoraSettings, seed: int
+) -> tuple[Path, float]:
+    """Train the night's adapter, or reuse it if a crash came after training finished."""
+    target, summary = run_dir / "adapter", run_dir / "adapter-training.json"
+    if adapter_files_ok(target) and summary.exists():
+        return target, json.loads(summary.read_text())["train_loss"]
+    # a thread that ends with training, so its OpenMP pool does not slow the batcher after
+    result = await run_in_own_thread(train_sft_adapter, records, base, target, cfg, seed=seed)
+    summary.write_text(
+        json.dumps(
+            {
+                "train_loss": result.train_loss,
+                "steps": result.steps,
+                "examples": result.examples,
+                "seconds": result.seconds,
+            }
+        )
+    )
+    return result.path, result.train_loss
