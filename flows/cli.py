@@ -1,9 +1,11 @@
-"""`flywheel` command line: run the nightly flywheel, or serve the local model."""
+"""`flywheel` command line: run the nightly flywheel, look at what is in production,
+promote a candidate or roll back, or serve the local model."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import sys
 import warnings
 from datetime import UTC, datetime
@@ -33,6 +35,36 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _move(args: argparse.Namespace) -> int:
+    """Promote or roll back, as a Prefect flow run; refused promotions exit 1."""
+    from infra.settings import Settings
+
+    prepare_environment(Settings().state_dir)
+    from flows.moves import promote_flow, rollback_flow
+
+    by = args.by or getpass.getuser()
+    if args.command == "promote":
+        move = asyncio.run(promote_flow(version=args.version, by=by))
+    else:
+        move = asyncio.run(rollback_flow(by=by))
+    Console().print(move.line(), markup=False)
+    return 1 if move.action == "refused" else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from infra.settings import Settings
+
+    settings = Settings()
+    prepare_environment(settings.state_dir)
+    from flows.status import status_lines
+    from infra.registry.mlflow_registry import Registry
+
+    out = Console()
+    for line in status_lines(Registry(settings), settings):
+        out.print(line, markup=False)
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from infra.lm.server import serve
     from infra.settings import Settings
@@ -51,6 +83,17 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", metavar="RUN_ID", help="continue a failed night; finished stages are reused"
     )
     run.set_defaults(handler=_run)
+    status = sub.add_parser("status", help="production, the candidate, history, last nights")
+    status.set_defaults(handler=_status)
+    promote = sub.add_parser(
+        "promote", help="move production to a version that passes the promotion gate"
+    )
+    promote.add_argument("version", nargs="?", type=int, help="default: the candidate")
+    promote.add_argument("--by", help="who approves (default: the user name)")
+    promote.set_defaults(handler=_move)
+    rollback = sub.add_parser("rollback", help="move production back to the version before")
+    rollback.add_argument("--by", help="who rolls back (default: the user name)")
+    rollback.set_defaults(handler=_move)
     serve = sub.add_parser("serve-model", help="serve the local model as an OpenAI-compatible API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)

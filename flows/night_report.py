@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flows.feedback import Feedback
+from flows.promotion import Move
+from flows.promotion_gate import Evidence, PromotionDecision
 from flows.stages import Evaluation, PromptStage
 from judges.align import Alignment
 from judges.choose import JudgeGate
@@ -24,15 +26,18 @@ class Registered:
     model_version: int
     with_adapter: bool
 
+    candidate: bool = True  # alias "candidate" moved to it: it passed the promotion gate
+
     def describe(self) -> str:
         prompts = ", ".join(f"{name} v{v}" for name, v in self.prompt_versions.items())
         judge = ", ".join(f"{name} v{v}" for name, v in self.judge_prompt_versions.items())
         adapter = (
             "prompts + LoRA adapter" if self.with_adapter else "prompts only (no adapter kept)"
         )
+        alias = f"alias '{CANDIDATE}'" if self.candidate else "no alias (the gate refused it)"
         return (
             f"Registered in MLflow ({self.tracking_uri}): model {self.model_name} "
-            f"v{self.model_version} ({adapter}), prompts {prompts}, alias '{CANDIDATE}', "
+            f"v{self.model_version} ({adapter}), prompts {prompts}, {alias}, "
             f"judged by {judge or 'an unregistered judge'}; run {self.mlflow_run_id}."
         )
 
@@ -48,7 +53,11 @@ class NightReport:
     evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
     seconds: float
     stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    adapter_path: str | None = None  # the candidate's adapter: tonight's or production's
+    evidence: Evidence | None = None  # the candidate against production, held-out, paired
+    promotion: PromotionDecision | None = None  # the gate's decision on that evidence
     registered: Registered | None = None
+    moved: Move | None = None  # what the night did to production (promotion.auto)
     feedback: Feedback | None = None  # label requests and judge scores sent back
 
     @property
@@ -90,6 +99,12 @@ class NightReport:
         out["judge_used_threshold"] = used.threshold
         if previous:
             out[f"judge_previous_{previous.primary}"] = previous.heldout_score
+        if self.promotion:
+            out["promotion_gate_passed"] = float(self.promotion.passed)
+            out["heldout_gain_over_production"] = self.promotion.gain
+            if self.promotion.low is not None:
+                out["heldout_gain_low"] = self.promotion.low
+                out["heldout_gain_high"] = self.promotion.high
         if self.feedback:
             out |= self.feedback.metrics()
         if self.lora.val_with is not None:

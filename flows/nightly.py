@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from prefect import flow, task
@@ -23,6 +23,8 @@ from flows import feedback, stages
 from flows.collect import Collected, collect, load_heldout, summarize, window_start
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
+from flows.promotion import PRODUCTION, Move, promote
+from flows.promotion_gate import Evidence, PromotionDecision, decide
 from flows.registration import log_feedback, production_prompts, register_versions
 from flows.report import render_markdown
 from flows.runtime import Runtime
@@ -33,7 +35,7 @@ from judges.choose import JudgeGate, choose_judge
 from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
 from judges.judge import Judge
 from judges.scaled_metric import check_ranked
-from weights.round import LoraRound, ensure_adapter
+from weights.round import LoraRound, ServedAdapter, ensure_adapter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,30 @@ async def _optimizing(label: str, budget: int, run):
         stage = await run(progress.on_event)
     stage.curve = progress.curve
     return stage
+
+
+@dataclass(frozen=True)
+class Production:
+    """What was in production when the night started: where it starts from, and the
+    baseline its candidate must beat."""
+
+    version: int | None  # the model version at alias "production"; None: none yet
+    prompts: dict[str, str]  # its prompts, or the agent's seed prompts
+    adapter: ServedAdapter | None = None  # its LoRA adapter, copied into the night's folder
+
+
+@_stage("read-production")
+async def read_production(rt: Runtime, run_id: str) -> Production:
+    """Read once per night, so that a resumed night compares against the same baseline."""
+    seeds = rt.agent.seed_prompts()
+    model = rt.settings.registry.model_name
+    version = rt.registry.get_alias(model, PRODUCTION)
+    prompts = production_prompts(rt.registry, list(seeds)) or seeds
+    if version is None:
+        return Production(None, prompts)
+    folder = rt.registry.download_adapter(model, version, rt.run_dir(run_id) / "production")
+    adapter = ServedAdapter(f"production-v{version}", str(folder)) if folder else None
+    return Production(version, prompts, adapter)
 
 
 @_stage("collect-traces")
@@ -96,23 +122,36 @@ async def gate_judge(
 
 @_stage("optimize-prompts")
 async def optimize_prompts(
-    rt: Runtime, run_id: str, collected: Collected, seed_prompts: dict[str, str], judge: Judge
+    rt: Runtime, run_id: str, collected: Collected, production: Production, judge: Judge
 ) -> stages.PromptStage:
+    adapter = await _served(rt, production.adapter)
     return await _optimizing(
         "agent prompts (GEPA)",
         rt.settings.agent_opt.max_metric_calls,
         lambda on_event: stages.optimize_prompts_stage(
-            rt, collected.examples, seed_prompts, judge, on_event
+            rt, collected.examples, production.prompts, judge, on_event, adapter
         ),
     )
 
 
 @_stage("lora-round")
 async def lora_round(
-    rt: Runtime, run_id: str, collected: Collected, prompts: dict[str, str], judge: Judge
+    rt: Runtime,
+    run_id: str,
+    collected: Collected,
+    prompts: dict[str, str],
+    judge: Judge,
+    production: Production,
 ) -> LoraRound:
+    await _served(rt, production.adapter)
     with StageProgress("LoRA round (SFT)", None):
-        return await stages.lora_stage(rt, collected.examples, prompts, judge, rt.run_dir(run_id))
+        return await stages.lora_stage(
+            rt, collected.examples, prompts, judge, rt.run_dir(run_id), production.adapter
+        )
+
+
+async def _served(rt: Runtime, adapter: ServedAdapter | None) -> str | None:
+    return await ensure_adapter(rt.lm, adapter) if adapter else None
 
 
 @task(
@@ -126,17 +165,49 @@ async def evaluate_heldout(
     label: str,
     prompts: dict[str, str],
     judge: Judge,
-    adapter_path: str | None,
+    adapter: ServedAdapter | None,
 ) -> stages.Evaluation:
-    adapter = await ensure_adapter(rt.lm, run_id, adapter_path) if adapter_path else None
+    name = await _served(rt, adapter)
     examples = load_heldout(rt.heldout_path())
     with StageProgress(f"held-out evaluation: {label}", None):
-        return await stages.evaluate_agent(rt, prompts, examples, judge, adapter)
+        return await stages.evaluate_agent(rt, prompts, examples, judge, name)
 
 
 @_stage("register-versions")
 async def register(rt: Runtime, run_id: str, report: NightReport) -> Registered:
     return register_versions(rt, run_id, report)
+
+
+@_stage("promote")
+async def promote_candidate(
+    rt: Runtime, run_id: str, version: int, decision: PromotionDecision
+) -> Move:
+    model = rt.settings.registry.model_name
+    by = f"flywheel night {run_id} (promotion.auto)"
+    move = promote(rt.registry, model, version, rt.settings.promotion, by, decision=decision)
+    await create_markdown_artifact(
+        markdown=f"# production of `{model}`\n\n{move.line()}",
+        key="promotion",
+        description=f"flywheel night {run_id}: promotion",
+    )
+    return move
+
+
+def night_evidence(
+    evals: dict[str, stages.Evaluation], lora: LoraRound, gate: JudgeGate, baseline: int | None
+) -> Evidence:
+    """The night's candidate (its prompts, and its adapter if kept) against what was in
+    production, on the same held-out examples."""
+    candidate = evals["lora"] if lora.kept and "lora" in evals else evals["prompts"]
+    production = evals["seed"]
+    return Evidence(
+        candidate=candidate.scores,
+        production=production.scores,
+        slices=candidate.slices,
+        by_labels=candidate.by_labels and production.by_labels,
+        judge_trusted=gate.trusted,
+        production_version=baseline,
+    )
 
 
 # The feedback stages raise on failure, so that Prefect caches only what succeeded and a
@@ -186,25 +257,28 @@ async def nightly(
     rt = rt.with_knobs(knobs) if knobs is not None else rt
     start = time.perf_counter()
     clock = StageClock()
+    production = await read_production(rt, run_id)
     collected = await clock.time("collect", collect_traces(rt, run_id))
-    seed_prompts = rt.agent.seed_prompts()
-    seed_prompts = production_prompts(rt.registry, list(seed_prompts)) or seed_prompts
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
 
-    async def held_out(label: str, prompts: dict[str, str], adapter: str | None = None):
+    async def held_out(label: str, prompts: dict[str, str], adapter: ServedAdapter | None):
         work = evaluate_heldout(rt, run_id, label, prompts, judge, adapter)
         return await clock.time(f"eval_{label}", work)
 
-    evals = {"seed": await held_out("seed", seed_prompts)}
-    prompt = await clock.time(
-        "prompts", optimize_prompts(rt, run_id, collected, seed_prompts, judge)
+    # production as it runs: its prompts with its adapter
+    evals = {"seed": await held_out("seed", production.prompts, production.adapter)}
+    prompt = await clock.time("prompts", optimize_prompts(rt, run_id, collected, production, judge))
+    evals["prompts"] = await held_out("prompts", prompt.prompts, production.adapter)
+    lora = await clock.time(
+        "lora", lora_round(rt, run_id, collected, prompt.prompts, judge, production)
     )
-    evals["prompts"] = await held_out("prompts", prompt.prompts)
-    lora = await clock.time("lora", lora_round(rt, run_id, collected, prompt.prompts, judge))
     if lora.trained_path:  # measured even when not kept: held-out shows the true effect
-        evals["lora"] = await held_out("lora", prompt.prompts, lora.trained_path)
+        tonight = ServedAdapter(f"adapter-{run_id}", lora.trained_path)
+        evals["lora"] = await held_out("lora", prompt.prompts, tonight)
+    evidence = night_evidence(evals, lora, gate, production.version)
+    decision = decide(evidence, rt.settings.promotion, rt.settings.seed)
     report = NightReport(
         run_id=run_id,
         collected=summarize(collected),
@@ -215,8 +289,16 @@ async def nightly(
         evals=evals,
         seconds=time.perf_counter() - start,
         stage_intervals=clock.intervals,
+        evidence=evidence,
+        promotion=decision,
+        # the candidate's weights: tonight's adapter if kept, else production's carried on
+        adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
     )
-    report = replace(report, registered=await clock.time("register", register(rt, run_id, report)))
+    registered = await clock.time("register", register(rt, run_id, report))
+    report = replace(report, registered=registered)
+    if decision.passed and rt.settings.promotion.auto:
+        moved = await promote_candidate(rt, run_id, registered.model_version, decision)
+        report = replace(report, moved=moved)
     sent = await clock.time(
         "feedback",
         feedback.send_feedback(

@@ -1,17 +1,19 @@
 """Registering a night's winner in MLflow: prompt versions and the adapter, under alias
-"candidate"; only the promotion gate moves "production". The judge's version was
+"candidate" when it passed the promotion gate against production (`flows.promotion_gate`),
+with the evidence the gate decided on; `flows.promotion` moves "production". The judge's version was
 registered earlier, by its own gate (`judges.choose`); the night's run records which
 judge it used and why.
 """
 
 from __future__ import annotations
 
+import json
+
 from flows.night_report import CANDIDATE, NightReport, Registered
+from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence
 from flows.report import render_markdown
 from flows.runtime import Runtime
 from infra.registry.mlflow_registry import Registry, safe_params
-
-PRODUCTION = "production"
 
 
 def production_prompts(registry: Registry, components: list[str]) -> dict[str, str] | None:
@@ -21,7 +23,12 @@ def production_prompts(registry: Registry, components: list[str]) -> dict[str, s
 
 
 def _register_prompts(
-    registry: Registry, prefix: str, prompts: dict[str, str], run_id: str, tags: dict[str, str]
+    registry: Registry,
+    prefix: str,
+    prompts: dict[str, str],
+    run_id: str,
+    tags: dict[str, str],
+    candidate: bool,
 ) -> dict[str, int]:
     versions = {}
     for component, text in prompts.items():
@@ -29,7 +36,8 @@ def _register_prompts(
         version = registry.register_prompt(
             name, text, commit_message=f"flywheel night {run_id}", tags=tags
         )
-        registry.set_prompt_alias(name, CANDIDATE, version)
+        if candidate:
+            registry.set_prompt_alias(name, CANDIDATE, version)
         versions[name] = version
     return versions
 
@@ -53,19 +61,27 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             for calls, best in curve:  # the optimization curve, step = metric calls spent
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
         registry.log_text(render_markdown(report), "report.md")
+        passed = report.promotion is not None and report.promotion.passed
+        if report.evidence is not None:
+            log_evidence(registry, report.evidence)
         prompt_versions = _register_prompts(
-            registry, settings.registry.prompt_name, report.prompt.prompts, run_id, tags
+            registry, settings.registry.prompt_name, report.prompt.prompts, run_id, tags, passed
         )
-        judge_tags = {
+        version_tags = {
             "flywheel.judge_trusted": str(report.judge_trusted).lower(),
             "flywheel.judge_version": gate.judge.label,
+            PROMPTS_TAG: json.dumps(prompt_versions, sort_keys=True),
+            ADAPTER_TAG: str(report.adapter_path is not None).lower(),
         }
+        if report.promotion is not None:
+            version_tags |= report.promotion.tags()
         model_version = registry.register_model_version(
             settings.registry.model_name,
-            report.lora.adapter_path,
+            report.adapter_path,
             [f"prompts:/{name}/{v}" for name, v in prompt_versions.items()],
             metrics,
-            tags | judge_tags,
+            tags | version_tags,
+            alias=CANDIDATE if passed else None,
         )
         run_id_mlflow = run.info.run_id
     return Registered(
@@ -75,7 +91,8 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         judge_prompt_versions=gate.judge.versions,
         model_name=settings.registry.model_name,
         model_version=model_version,
-        with_adapter=report.lora.adapter_path is not None,
+        with_adapter=report.adapter_path is not None,
+        candidate=passed,
     )
 
 

@@ -93,6 +93,23 @@ def notes(report: NightReport) -> list[str]:
     return out
 
 
+def promotion_lines(report: NightReport) -> list[str]:
+    """The promotion gate's decision, and what happened to production."""
+    if report.promotion is None:
+        return []
+    verdict = "passed" if report.promotion.passed else "refused the candidate"
+    out = [f"Promotion gate {verdict}: {report.promotion.reason}."]
+    if report.moved is not None:
+        out.append(f"Production: {report.moved.line()}.")
+    elif report.promotion.passed and report.registered is not None:
+        version = report.registered.model_version
+        out.append(
+            f"Production unchanged: v{version} awaits approval (promotion.auto is off): "
+            f"`flywheel promote {version}`."
+        )
+    return out
+
+
 def print_summary(report: NightReport, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"flywheel night {report.run_id} ({report.seconds:.0f} s)")
@@ -112,6 +129,8 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         )
     if report.registered:
         console.print(report.registered.describe())
+    for line in promotion_lines(report):
+        console.print(line, markup=False)
 
 
 def render_markdown(report: NightReport) -> str:
@@ -126,4 +145,5 @@ def render_markdown(report: NightReport) -> str:
     lines += [""] + notes(report)
     if report.registered:
         lines += ["", report.registered.describe()]
+    lines += promotion_lines(report)
     return "\n".join(lines)

@@ -83,9 +83,9 @@ class Runtime:
     def preflight(self) -> None:
         """Fail before the night starts, with one sentence, if the model, the trace source
         or the registry cannot be reached (each raises a UserFacingError)."""
-        self.lm  # noqa: B018 - loading the model (or opening its client) is the check
         self.traces.fetch(since=None, limit=1)
         self.registry  # noqa: B018 - opening the store is the check
+        self.lm  # noqa: B018 - loading the model (or opening its client) is the check
 
     def heldout_path(self) -> Path:
         if self.settings.eval.heldout_path:

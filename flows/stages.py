@@ -27,7 +27,7 @@ from judges.judge import Judge
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.splits import judge_splits
 from judges.types import JudgedItem
-from weights.round import LoraRound, lora_round
+from weights.round import LoraRound, ServedAdapter, lora_round
 
 OnEvent = Callable[[Any], None] | None
 
@@ -49,6 +49,11 @@ class Evaluation:
     n: int
     accuracy: float | None  # against true labels, when the examples have them
     judge_pass_rate: float
+    # Per example, for the promotion gate's paired comparison: the true-label score where
+    # known, else the judge's; and the slice each example belongs to.
+    scores: dict[str, float] = field(default_factory=dict)
+    slices: dict[str, str] = field(default_factory=dict)
+    by_labels: bool = False  # every score is against a true label
 
 
 def gepa_config(cfg: GEPASettings, seed: int, **overrides: Any) -> GEPAConfig:
@@ -99,16 +104,20 @@ async def optimize_prompts_stage(
     seed_prompts: dict[str, str],
     judge: Judge,
     on_event: OnEvent = None,
+    adapter: str | None = None,
 ) -> PromptStage:
+    """GEPA on the agent's prompts, run on the model as in production (`adapter`)."""
     cfg, seed = rt.settings.agent_opt, rt.settings.seed
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
-    adapter = AgentJudgeAdapter(rt.agent, rt.lm, metric, max_tokens=cfg.max_tokens, temperature=0.0)
+    gepa_adapter = AgentJudgeAdapter(
+        rt.agent, rt.lm, metric, max_tokens=cfg.max_tokens, temperature=0.0, adapter=adapter
+    )
     result = await optimize(
         seed_prompts,
         trainset,
         valset,
-        adapter,
+        gepa_adapter,
         reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed),
         gepa_config(cfg, seed),
         example_id=lambda ex: ex.id,
@@ -141,7 +150,18 @@ async def evaluate_agent(
         n=len(rollouts),
         accuracy=fmean(known) if known else None,
         judge_pass_rate=fmean(metric.passes(r.score) for r in rollouts) if rollouts else 0.0,
+        scores={
+            r.example.id: r.score if t is None else t for r, t in zip(rollouts, true, strict=True)
+        },
+        slices={ex.id: s for ex in examples if (s := slice_of(ex)) is not None},
+        by_labels=bool(rollouts) and len(known) == len(rollouts),
     )
+
+
+def slice_of(example: Example) -> str | None:
+    """The slice the promotion gate checks an example in: what the agent says
+    (`metadata["slice"]`: an intent, a tag, a prompt), else its reference answer."""
+    return example.metadata.get("slice") or example.reference
 
 
 async def judged_rollouts(
@@ -159,9 +179,15 @@ async def judged_rollouts(
 
 
 async def lora_stage(
-    rt: Runtime, examples: list[Example], prompts: dict[str, str], judge: Judge, run_dir: Path
+    rt: Runtime,
+    examples: list[Example],
+    prompts: dict[str, str],
+    judge: Judge,
+    run_dir: Path,
+    base: ServedAdapter | None = None,
 ) -> LoraRound:
-    """The weight round on the agent's traffic, its rollouts judged by the night's judge."""
+    """The weight round on the agent's traffic, its rollouts judged by the night's judge,
+    from the adapter in production (`base`) when there is one."""
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
 
@@ -177,4 +203,5 @@ async def lora_stage(
         run_dir,
         min_score=judge.threshold,
         seed=rt.settings.seed,
+        base=base,
     )

@@ -142,6 +142,22 @@ class LoraSettings(Section):
     epochs: int = 1  # passes over the records
     batch_size: int = 8  # records per optimizer step
     max_seq_length: int = 384  # tokens per record; longer ones are left out
+    # Train on from the adapter in production (its rank and targets win) rather than
+    # from the base model; either way the round must beat production to be kept.
+    continue_from_production: bool = True
+
+
+class PromotionSettings(Section):
+    """The gate between a night's candidate and production (`flows.promotion_gate`): on
+    the held-out examples, scored in the same night, paired."""
+
+    # The night itself promotes a candidate that passes; false: nothing reaches
+    # production without `flywheel promote` (a person's approval).
+    auto: bool = True
+    min_gain: float = 0.0  # least mean held-out gain over production (and the interval > 0)
+    max_slice_drop: float = 0.1  # most a slice's mean may fall (intent, tag, prompt)
+    min_slice_size: int = 5  # smaller slices are too noisy to hold a version back
+    resamples: int = 2000  # paired bootstrap resamples for the gain's 95% interval
 
 
 class EvalSettings(Section):
@@ -171,6 +187,7 @@ class NightKnobs(BaseModel):
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    promotion: PromotionSettings = Field(default_factory=PromotionSettings)
 
 
 class Settings(BaseSettings):
@@ -189,6 +206,7 @@ class Settings(BaseSettings):
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)
 

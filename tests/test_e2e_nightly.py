@@ -11,9 +11,15 @@ from prefect import get_client
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
+from flows.promotion import PRODUCTION, PROMPTS_TAG, log_evidence
+from flows.promotion_gate import Evidence
 from flows.runtime import Runtime
+from infra.agents.intent_router import SEED_PROMPTS
+from infra.lm.model_files import resolve_model_path
+from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces.jsonl import DEMO_DIR
+from tests.fakes import random_lora_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -89,11 +95,19 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
 
     mlflow.set_tracking_uri(settings.tracking_uri)
     client = MlflowClient()
-    version = client.get_model_version_by_alias("agent", "candidate")
-    assert int(version.version) == 1
+    version = client.get_model_version("agent", "1")
     assert version.tags["flywheel.judge_trusted"] == str(report.judge_trusted).lower()
     assert version.tags["flywheel.judge_version"] == "agent-judge-rubric v1"
-    prompt = mlflow.genai.load_prompt("prompts:/agent-instructions@candidate")
+    # The promotion gate measured it against the seed prompts on the held-out examples:
+    # "candidate" only if it passed, and production too (promotion.auto).
+    passed = report.promotion.passed
+    assert version.tags["flywheel.gate.passed"] == str(passed).lower()
+    assert version.tags["flywheel.gate.reason"] == report.promotion.reason
+    assert ("candidate" in version.aliases) == passed == ("production" in version.aliases)
+    assert report.evidence.production_version is None and report.evidence.by_labels
+    assert set(report.evidence.candidate) == set(report.evidence.production)
+    assert len(report.evidence.candidate) == report.evals["seed"].n == 21
+    prompt = mlflow.genai.load_prompt("prompts:/agent-instructions/1")
     assert prompt.template == report.prompt.prompts["instructions"]
     metrics = client.get_run(registered.mlflow_run_id).data.metrics
     for key in (
@@ -144,3 +158,43 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert again.feedback.scores_written == len(scored)  # the rerun sent nothing twice
     final = client.get_run(registered.mlflow_run_id).data.metrics
     assert final["labels_requested"] == 5 and final["scores_written"] == len(scored)
+
+
+def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path):
+    """Production holds prompts and a LoRA adapter: the night measures against it, trains
+    on from its adapter, and the candidate must beat it."""
+    export = small_export(tmp_path / "export")
+    settings = Settings(
+        state_dir=tmp_path / "state",
+        traces={"jsonl_dir": str(export)},
+        judge={"max_metric_calls": 20, "reflection_minibatch_size": 3},
+        agent_opt={"max_metric_calls": 12, "pareto_size": 4, "reflection_minibatch_size": 3},
+        lora={"max_train_examples": 4, "samples_per_example": 1, "batch_size": 4},
+    )
+    registry = Registry(settings)
+    adapter = random_lora_adapter(str(resolve_model_path("")), tmp_path / "earlier-adapter")
+    with registry.start_run("nightly-earlier"):  # what an earlier night promoted
+        log_evidence(registry, Evidence({"e": 1.0}, {"e": 0.0}, by_labels=True))
+        versions = {}
+        for component, text in SEED_PROMPTS.items():
+            name = registry.prompt_name(component)
+            versions[name] = registry.register_prompt(name, text + "\nBe brief.")
+        uris = [f"prompts:/{name}/{v}" for name, v in versions.items()]
+        tags = {PROMPTS_TAG: json.dumps(versions), "flywheel.with_adapter": "true"}
+        registry.register_model_version("agent", adapter, uris, {}, tags, alias=None)
+    for name, version in versions.items():  # production, as an earlier promotion left it
+        registry.set_prompt_alias(name, PRODUCTION, version)
+    registry.set_model_alias("agent", PRODUCTION, 1)
+
+    rt = Runtime(settings)
+    with prefect_test_harness():
+        report = asyncio.run(nightly(run_id="n2", knobs=settings.knobs(), runtime=rt))
+
+    assert report.evidence.production_version == 1
+    assert "production-v1" in asyncio.run(rt.lm.adapters())  # served for the baseline
+    if report.lora.trained_path:  # trained on from production's adapter: its rank and targets
+        config = json.loads((Path(report.lora.trained_path) / "adapter_config.json").read_text())
+        assert config["r"] == 4 and set(config["target_modules"]) == {"q_proj", "v_proj"}
+    assert "over v1" in report.promotion.reason
+    # the candidate carries an adapter either way: tonight's if kept, else production's
+    assert report.adapter_path is not None and report.registered.with_adapter

@@ -11,6 +11,8 @@ from weights import round as weight_round
 from weights.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from weights.lora import AdapterResult
 
+PRODUCTION = weight_round.ServedAdapter("production-v2", "/runs/n0/production/adapter")
+
 
 class AdapterModel:
     """Serves adapters by name; `refuse` makes loading fail like a server without LoRA."""
@@ -35,12 +37,14 @@ def examples(n: int, prefix: str) -> list[Example]:
 
 
 def judged(with_adapter: float, sampled: float = 0.9):
-    """Rollouts scored `sampled` when sampled, 0.5 greedy on the base, `with_adapter` with it."""
+    """Rollouts scored `sampled` when sampled; greedy: 0.5 on the base model, 0.55 with the
+    adapter in production, `with_adapter` with tonight's."""
     calls = []
 
     async def rollouts(batch, adapter, **params):
         calls.append((len(batch), adapter, params))
-        score = with_adapter if adapter else (sampled if params else 0.5)
+        greedy = {None: 0.5, PRODUCTION.name: 0.55}
+        score = sampled if params else greedy.get(adapter, with_adapter)
         ask = [{"role": "user", "content": "play a song"}]
         return [Rollout(ex, {}, f"reply to {ex.id}", ask, score) for ex in batch]
 
@@ -53,8 +57,8 @@ def trained(monkeypatch) -> list:
     """Training replaced by writing a whole adapter folder; records what it was given."""
     runs = []
 
-    def train(records, base, target, cfg, seed=0):
-        runs.append((len(records), base, seed))
+    def train(records, base, target, cfg, seed=0, base_adapter=None):
+        runs.append((len(records), base, seed, base_adapter))
         target.mkdir(parents=True)
         (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
         (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
@@ -64,10 +68,18 @@ def trained(monkeypatch) -> list:
     return runs
 
 
-async def run(lm, rollouts, tmp_path: Path, **cfg) -> weight_round.LoraRound:
+async def run(lm, rollouts, tmp_path: Path, base=None, **cfg) -> weight_round.LoraRound:
     settings = LoraSettings(samples_per_example=2, **cfg)
     return await weight_round.lora_round(
-        lm, rollouts, examples(6, "t"), examples(3, "v"), settings, tmp_path / "n1", 0.6, seed=3
+        lm,
+        rollouts,
+        examples(6, "t"),
+        examples(3, "v"),
+        settings,
+        tmp_path / "n1",
+        0.6,
+        seed=3,
+        base=base,
     )
 
 
@@ -77,7 +89,7 @@ async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path,
     assert result.kept and result.adapter_path == str(tmp_path / "n1" / "adapter")
     assert (result.val_without, result.train_loss) == (0.5, 1.25)
     assert result.val_with == pytest.approx(0.7)
-    assert trained == [(result.records, "/models/base", 3)] and 0 < result.records <= 6
+    assert trained == [(result.records, "/models/base", 3, None)] and 0 < result.records <= 6
     assert lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
     sampled = [params for _, adapter, params in rollouts.calls if params]
     assert sampled == [{"temperature": 0.8, "seed": 0}, {"temperature": 0.8, "seed": 1}]
@@ -116,3 +128,20 @@ async def test_a_resumed_round_reuses_the_adapter_it_finished(tmp_path, trained)
     first = await run(AdapterModel(), judged(0.7), tmp_path)
     again = await run(AdapterModel(), judged(0.7), tmp_path)  # a crash came after training
     assert len(trained) == 1 and again.train_loss == first.train_loss and again.kept
+
+
+async def test_a_night_builds_on_the_adapter_in_production(tmp_path, trained):
+    lm, rollouts = AdapterModel(), judged(with_adapter=0.7)
+    result = await run(lm, rollouts, tmp_path, base=PRODUCTION)
+    # sampled with production's adapter, compared against it, trained on from it
+    assert {adapter for _, adapter, params in rollouts.calls if params} == {"production-v2"}
+    assert rollouts.calls[0][:2] == (3, "production-v2") and result.val_without == 0.55
+    assert trained[0][3] == PRODUCTION.path
+    assert result.kept and lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
+
+
+async def test_training_from_scratch_still_has_to_beat_production(tmp_path, trained):
+    lm, rollouts = AdapterModel(), judged(with_adapter=0.4)
+    result = await run(lm, rollouts, tmp_path, base=PRODUCTION, continue_from_production=False)
+    assert trained[0][3] is None and not result.kept
+    assert "the adapter in production (production-v2)" in result.note

@@ -1,6 +1,8 @@
 """One slow-loop round: sample, judge, keep the best (rejection sampling), train a LoRA
 adapter with SFT, and keep it only if the judge prefers it on the Pareto set (never
-held-out, which only reports).
+held-out, which only reports). A round starts from the adapter in production when there
+is one: it samples with it, compares against it, and (`lora.continue_from_production`)
+trains on from it, so each night's weights build on the last.
 
 The round takes what it needs as arguments: judged rollouts of the current prompts as a
 callable, and a model that serves adapters (`AdapterLM`: the local engine, or vLLM with
@@ -28,6 +30,14 @@ from weights.lora import train_sft_adapter
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
 
 
+@dataclass(frozen=True)
+class ServedAdapter:
+    """An adapter folder and the name the model serves it under."""
+
+    name: str
+    path: str
+
+
 @dataclass
 class LoraRound:
     trained_path: str | None  # the adapter this round trained, if it trained one
@@ -53,10 +63,13 @@ async def lora_round(
     run_dir: Path,
     min_score: float,
     seed: int,
+    base: ServedAdapter | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
-    `cfg.min_judge_score` when set) and compare with and without it on `valset`."""
-    without = fmean(r.score for r in await rollouts(valset, None))
+    `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter in
+    production, served; None: the base model) on `valset`."""
+    before = base.name if base else None
+    without = fmean(r.score for r in await rollouts(valset, before))
     if not cfg.enabled:
         return LoraRound(None, False, 0, None, without, None, note="disabled in settings")
     if not hasattr(lm, "load_adapter"):  # not isinstance: that would resolve base_model_path
@@ -64,7 +77,7 @@ async def lora_round(
         return LoraRound(None, False, 0, None, without, None, note=note)
     samples = await asyncio.gather(
         *(
-            rollouts(trainset, None, temperature=cfg.sample_temperature, seed=k)
+            rollouts(trainset, before, temperature=cfg.sample_temperature, seed=k)
             for k in range(cfg.samples_per_example)
         )
     )
@@ -73,9 +86,12 @@ async def lora_round(
     records = sft_records(judged, cut, cfg.max_train_examples, seed)
     if not records:
         return LoraRound(None, False, 0, None, without, None, note="no rollout passed the judge")
-    adapter_dir, train_loss = await _train_once(lm.base_model_path, records, run_dir, cfg, seed)
+    start = base.path if base and cfg.continue_from_production else None
+    adapter_dir, train_loss = await _train_once(
+        lm.base_model_path, start, records, run_dir, cfg, seed
+    )
     try:
-        name = await ensure_adapter(lm, run_dir.name, adapter_dir)
+        name = await ensure_adapter(lm, ServedAdapter(f"adapter-{run_dir.name}", str(adapter_dir)))
     except Exception as err:  # e.g. a server without runtime LoRA loading
         note = (
             f"trained {adapter_dir}, but the model server could not load it ({err}); a "
@@ -91,27 +107,37 @@ async def lora_round(
         train_loss=train_loss,
         val_without=without,
         val_with=with_adapter,
-        note="" if keep else "not kept: the judge preferred the base model on the Pareto set",
+        note="" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set",
     )
 
 
-async def ensure_adapter(lm: AdapterLM, run_id: str, path: str | Path) -> str:
-    """Serve a night's adapter once; returns the name to ask for."""
-    name = f"adapter-{run_id}"
-    if name not in await lm.adapters():
-        await lm.load_adapter(name, path)
-    return name
+async def ensure_adapter(lm: AdapterLM, adapter: ServedAdapter) -> str:
+    """Serve an adapter once (a resumed night may find it served); returns its name."""
+    if adapter.name not in await lm.adapters():
+        await lm.load_adapter(adapter.name, adapter.path)
+    return adapter.name
+
+
+def _what(base: ServedAdapter | None) -> str:
+    return "the base model" if base is None else f"the adapter in production ({base.name})"
 
 
 async def _train_once(
-    base: str, records: list[dict], run_dir: Path, cfg: LoraSettings, seed: int
+    model: str,
+    start: str | None,
+    records: list[dict],
+    run_dir: Path,
+    cfg: LoraSettings,
+    seed: int,
 ) -> tuple[Path, float]:
     """Train the night's adapter, or reuse it if a crash came after training finished."""
     target, summary = run_dir / "adapter", run_dir / "adapter-training.json"
     if adapter_files_ok(target) and summary.exists():
         return target, json.loads(summary.read_text())["train_loss"]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
-    result = await run_in_own_thread(train_sft_adapter, records, base, target, cfg, seed=seed)
+    result = await run_in_own_thread(
+        train_sft_adapter, records, model, target, cfg, seed=seed, base_adapter=start
+    )
     summary.write_text(
         json.dumps(
             {

@@ -39,6 +39,29 @@ class RegistryError(UserFacingError):
 
 
 @dataclass(frozen=True)
+class ModelVersionInfo:
+    """One registered model version as stored."""
+
+    name: str
+    version: int
+    run_id: str | None
+    tags: dict[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A finished or running MLflow run, as `flywheel status` lists it."""
+
+    run_id: str
+    name: str
+    status: str
+    start_time: int  # ms since the epoch
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RegisteredPrompt:
     """One prompt version as stored: its text and the tags it was registered with."""
 
@@ -172,8 +195,10 @@ class Registry:
         prompt_uris: list[str],
         metrics: dict[str, float],
         tags: dict[str, str] | None = None,
+        alias: str | None = CANDIDATE,
     ) -> int:
-        """Log the version as a model in the active run, register it, alias it "candidate"."""
+        """Log the version as a model in the active run, register it, and point `alias` at
+        it (None: no alias)."""
         run_id = _active_run_id()
         if adapter_dir is not None and not (Path(adapter_dir) / "adapter_config.json").is_file():
             raise RegistryError(f"{adapter_dir} holds no adapter_config.json: it is no adapter.")
@@ -199,11 +224,80 @@ class Registry:
             )
         mlflow.log_metrics(metrics, run_id=run_id, model_id=info.model_id)
         version = int(info.registered_model_version)
-        self.set_model_alias(name, CANDIDATE, version)
+        if alias:
+            self.set_model_alias(name, alias, version)
         return version
 
     def set_model_alias(self, name: str, alias: str, version: int) -> None:
         self.client.set_registered_model_alias(name, alias, str(version))
+
+    def model_version(self, name: str, version: int) -> ModelVersionInfo | None:
+        """The version with its tags and aliases; None when it does not exist."""
+        try:
+            found = self.client.get_model_version(name, str(version))
+        except MlflowException as e:
+            if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        return ModelVersionInfo(
+            found.name,
+            int(found.version),
+            found.run_id,
+            dict(found.tags or {}),
+            tuple(found.aliases or ()),
+        )
+
+    def set_model_version_tags(self, name: str, version: int, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, str(version), key, value)
+
+    def model_tag(self, name: str, key: str) -> str | None:
+        """A tag of the registered model itself (not of a version); None when unset."""
+        try:
+            return self.client.get_registered_model(name).tags.get(key)
+        except MlflowException as e:
+            if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+
+    def set_model_tag(self, name: str, key: str, value: str) -> None:
+        self.client.set_registered_model_tag(name, key, value)
+
+    def load_run_dict(self, run_id: str, artifact_file: str) -> dict[str, Any] | None:
+        """A JSON artifact of a run; None when the run has no such file."""
+        try:
+            return mlflow.artifacts.load_dict(f"runs:/{run_id}/{artifact_file}")
+        except (MlflowException, OSError):
+            return None
+
+    def download_adapter(self, name: str, version: int, dst: Path) -> Path | None:
+        """A local copy (under `dst`) of the LoRA adapter a model version holds; None for a
+        prompts-only version."""
+        source = self.client.get_model_version(name, str(version)).source
+        local = Path(mlflow.artifacts.download_artifacts(source, dst_path=str(dst)))
+        found = sorted(p.parent for p in (local / "artifacts").rglob("adapter_config.json"))
+        return found[0] if found else None
+
+    def recent_runs(self, limit: int, name_prefix: str = "") -> list[RunInfo]:
+        """The experiment's newest runs, newest first."""
+        runs = self.client.search_runs(
+            [self.experiment_id], order_by=["attributes.start_time DESC"], max_results=limit * 4
+        )
+        out = []
+        for run in runs:
+            name = run.info.run_name or ""
+            if name.startswith(name_prefix):
+                out.append(
+                    RunInfo(
+                        run.info.run_id,
+                        name,
+                        run.info.status,
+                        run.info.start_time,
+                        dict(run.data.metrics),
+                        dict(run.data.tags),
+                    )
+                )
+        return out[:limit]
 
     def get_alias(self, name: str, alias: str) -> int | None:
         """The model version that `alias` points to, or None when it points nowhere yet."""

@@ -1,0 +1,169 @@
+"""Moving production: promotion through the gate (`flows.promotion_gate`), rollback, and
+the record of both.
+
+The evidence a night measured (both versions on its held-out examples) is stored with
+the version's MLflow run, so `flywheel promote` decides on it later, under the settings
+in force then, without a model. It refuses when production moved since: the evidence is
+then against the wrong version. Every decision is recorded as tags on the model version,
+an MLflow run of its own, and (from the flows in `flows.moves`) a Prefect artifact; the
+production history is a tag of the registered model. Promoting the version already in
+production changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from flows.promotion_gate import Evidence, PromotionDecision, decide
+from infra.registry.mlflow_registry import Registry
+from infra.settings import PromotionSettings
+
+CANDIDATE = "candidate"
+PRODUCTION = "production"
+EVIDENCE_FILE = "promotion/evidence.json"
+HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
+PROMPTS_TAG = "flywheel.prompt_versions"  # on a model version: registered prompt -> version
+ADAPTER_TAG = "flywheel.with_adapter"  # on a model version: "true" when it holds an adapter
+DECISION = "flywheel.promotion."
+
+
+@dataclass(frozen=True)
+class Move:
+    """What a promotion or rollback did, for people and for the record."""
+
+    action: str  # "promoted", "refused", "unchanged", "rolled back"
+    version: int | None
+    previous: int | None  # production before the move
+    reason: str
+    by: str
+    at: str  # ISO time
+
+    def line(self) -> str:
+        target = f"v{self.version}" if self.version is not None else "nothing"
+        before = f"v{self.previous}" if self.previous is not None else "none"
+        return f"{self.action} {target} (production was {before}; by {self.by}): {self.reason}"
+
+
+def log_evidence(registry: Registry, evidence: Evidence) -> None:
+    """Keep a night's evidence with its run (an active one)."""
+    registry.log_dict(dataclasses.asdict(evidence), EVIDENCE_FILE)
+
+
+def load_evidence(registry: Registry, run_id: str | None) -> Evidence | None:
+    data = registry.load_run_dict(run_id, EVIDENCE_FILE) if run_id else None
+    return Evidence(**data) if data else None
+
+
+def promote(
+    registry: Registry,
+    model: str,
+    version: int | None,
+    cfg: PromotionSettings,
+    by: str,
+    seed: int = 0,
+    decision: PromotionDecision | None = None,
+) -> Move:
+    """Move `production` to `version` (default: the candidate) if it passes the gate on the
+    evidence of its night; `decision`: one the caller just made on that evidence."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    version = version if version is not None else registry.get_alias(model, CANDIDATE)
+    if version is None:
+        return Move("refused", None, current, f"model {model} has no candidate", by, now)
+    info = registry.model_version(model, version)
+    if info is None:
+        return Move("refused", version, current, f"model {model} has no v{version}", by, now)
+    if current == version:
+        return Move("unchanged", version, current, "it is already production", by, now)
+    evidence = load_evidence(registry, info.run_id)
+    if evidence is None:
+        reason = f"v{version} has no held-out evidence recorded with its night"
+        return _refuse(registry, model, version, current, reason, by, now)
+    if evidence.production_version != current:
+        measured = evidence.production_version
+        reason = (
+            f"v{version} was measured against {f'v{measured}' if measured else 'the seed prompts'}"
+            f", but production is {f'v{current}' if current else 'unset'} now: a night must "
+            "measure it again"
+        )
+        return _refuse(registry, model, version, current, reason, by, now)
+    decision = decision or decide(evidence, cfg, seed)
+    if not decision.passed:
+        return _refuse(registry, model, version, current, decision.reason, by, now)
+    _point_production(registry, model, version, info.tags)
+    move = Move("promoted", version, current, decision.reason, by, now)
+    _record(registry, model, move, decision)
+    return move
+
+
+def rollback(registry: Registry, model: str, by: str) -> Move:
+    """Move production (model and prompt aliases) back to the version before it."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    stack = production_stack(history(registry, model))
+    if current is None or len(stack) < 2:
+        return Move("unchanged", current, current, "no earlier production version", by, now)
+    target = stack[-2]
+    info = registry.model_version(model, target)
+    _point_production(registry, model, target, info.tags if info else {})
+    move = Move("rolled back", target, current, f"back from v{current}", by, now)
+    _record(registry, model, move, None)
+    return move
+
+
+def history(registry: Registry, model: str) -> list[dict]:
+    """Every promotion and rollback of `model`, oldest first."""
+    raw = registry.model_tag(model, HISTORY_TAG)
+    return json.loads(raw) if raw else []
+
+
+def production_stack(moves: list[dict]) -> list[int]:
+    """The production versions in force, oldest first: a promotion pushes, a rollback pops."""
+    stack: list[int] = []
+    for move in moves:
+        if move["action"] == "promoted":
+            stack.append(move["version"])
+        elif move["action"] == "rolled back" and stack:
+            stack.pop()
+    return stack
+
+
+def _point_production(registry: Registry, model: str, version: int, tags: dict[str, str]) -> None:
+    # the prompts first: an agent reading its prompt by alias never sees a half-moved version
+    for name, prompt_version in json.loads(tags.get(PROMPTS_TAG, "{}")).items():
+        registry.set_prompt_alias(name, PRODUCTION, prompt_version)
+    registry.set_model_alias(model, PRODUCTION, version)
+
+
+def _refuse(
+    registry: Registry, model: str, version: int, current: int | None, reason: str, by: str, at: str
+) -> Move:
+    move = Move("refused", version, current, reason, by, at)
+    _record(registry, model, move, None)
+    return move
+
+
+def _record(registry: Registry, model: str, move: Move, decision: PromotionDecision | None) -> None:
+    """On the version (tags), in the model's history (moves only), and as an MLflow run."""
+    fields = {"decision": move.action, "by": move.by, "at": move.at, "reason": move.reason}
+    fields["previous"] = str(move.previous) if move.previous is not None else "none"
+    registry.set_model_version_tags(
+        model, move.version, {DECISION + k: v for k, v in fields.items()}
+    )
+    if move.action in ("promoted", "rolled back"):
+        moves = history(registry, model) + [dataclasses.asdict(move)]
+        registry.set_model_tag(model, HISTORY_TAG, json.dumps(moves[-50:]))
+    with registry.start_run(
+        f"{move.action.replace(' ', '-')}-v{move.version}", tags={"flywheel.move": move.action}
+    ):
+        registry.log_params(
+            {f"promotion.{k}": v for k, v in fields.items()} | {"promotion.version": move.version}
+        )
+        if decision is not None:
+            gain = {"gain": decision.gain}
+            if decision.low is not None:
+                gain |= {"gain_low": decision.low, "gain_high": decision.high}
+            registry.log_metrics(gain)

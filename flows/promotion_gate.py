@@ -1,0 +1,106 @@
+"""The gate a version passes before it may go to production: on the held-out examples,
+it beats the version in production, no slice of them falls, and its measure is trusted.
+
+Both versions are scored on the same examples in the same night, so the comparison is
+paired: the interval is a bootstrap over examples of the mean gain, and it must exclude
+zero, so one lucky example cannot promote. A slice (the agent's intent, tag or prompt:
+`Example.metadata["slice"]`, else its reference) with fewer than `min_slice_size`
+examples is too noisy to hold a version back, and is not checked.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from infra.settings import PromotionSettings
+from judges.metrics import bootstrap
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A candidate against the version in production, on one night's held-out examples."""
+
+    candidate: dict[str, float]  # example id -> score (true-label score, else the judge's)
+    production: dict[str, float]  # the same ids, the version in production
+    slices: dict[str, str] = field(default_factory=dict)  # example id -> slice
+    by_labels: bool = False  # scored against true labels, not by the judge
+    judge_trusted: bool = False  # the judge that scored it passed its own gate
+    production_version: int | None = None  # None: the agent's seed prompts, no version yet
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    passed: bool
+    reason: str  # one sentence for people, with the numbers
+    gain: float  # mean held-out score, candidate minus production
+    low: float | None  # the paired bootstrap interval of the gain
+    high: float | None
+    slice_drops: dict[str, float] = field(default_factory=dict)  # slices that fell too far
+
+    def tags(self, prefix: str = "flywheel.gate.") -> dict[str, str]:
+        """The decision as MLflow tags."""
+        interval = "none" if self.low is None else f"[{self.low:.4f}, {self.high:.4f}]"
+        return {
+            prefix + "passed": str(self.passed).lower(),
+            prefix + "reason": self.reason,
+            prefix + "gain": f"{self.gain:.4f}",
+            prefix + "interval": interval,
+        }
+
+
+def decide(evidence: Evidence, cfg: PromotionSettings, seed: int = 0) -> PromotionDecision:
+    """Pass only when every condition holds; the reason names each one that did not."""
+    ids = sorted(set(evidence.candidate) & set(evidence.production))
+    if not ids:
+        return PromotionDecision(False, "no held-out example was scored for both", 0.0, None, None)
+    new = [evidence.candidate[i] for i in ids]
+    old = [evidence.production[i] for i in ids]
+    estimate = bootstrap(
+        lambda a, b: fmean(a) - fmean(b), new, old, resamples=cfg.resamples, seed=seed
+    )
+    gain, low, high = estimate.value, estimate.low, estimate.high
+    against = (
+        f"v{evidence.production_version}" if evidence.production_version else "the seed prompts"
+    )
+    shown = f"[{low:.3f}, {high:.3f}]" if low is not None else "(no interval)"
+    measured = f"held-out gain {gain:+.3f} {shown} over {against} on {len(ids)} examples"
+    failed = []
+    if gain < cfg.min_gain:
+        failed.append(f"gain below promotion.min_gain {cfg.min_gain:.3f}")
+    if low is None or low <= 0:
+        failed.append("its interval does not exclude zero")
+    drops = _slice_drops(ids, new, old, evidence.slices, cfg)
+    if drops:
+        worst = ", ".join(f"{name} {-drop:+.3f}" for name, drop in sorted(drops.items()))
+        failed.append(f"slices fell beyond promotion.max_slice_drop {cfg.max_slice_drop}: {worst}")
+    if not (evidence.by_labels or evidence.judge_trusted):
+        failed.append("it was scored by a judge that did not pass its gate, and no true labels")
+    if failed:
+        return PromotionDecision(
+            False, f"{measured}; refused: {'; '.join(failed)}", gain, low, high, drops
+        )
+    return PromotionDecision(True, f"{measured}; passed", gain, low, high)
+
+
+def _slice_drops(
+    ids: list[str],
+    new: list[float],
+    old: list[float],
+    slices: dict[str, str],
+    cfg: PromotionSettings,
+) -> dict[str, float]:
+    """Slice -> how far its mean fell, for the slices that fell beyond the allowed drop."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, example_id in enumerate(ids):
+        if example_id in slices:
+            groups[slices[example_id]].append(i)
+    drops = {}
+    for name, members in groups.items():
+        if len(members) < cfg.min_slice_size:
+            continue
+        drop = fmean(old[i] for i in members) - fmean(new[i] for i in members)
+        if drop > cfg.max_slice_drop:
+            drops[name] = drop
+    return drops
