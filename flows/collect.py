@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infra.agents import Agent
 from infra.scales import ScoreScale
-from infra.traces import RecordError, SkippedRecord, TraceBatch
+from infra.traces import Annotation, RecordError, SkippedRecord, TraceBatch, TraceRecord
 from infra.types import Example
 from judges.labels import labelled_item, night_scale, value_on
 from judges.types import JudgedItem, LabelWindow, render_inputs
@@ -26,6 +26,8 @@ class Collected:
     outputs: dict[str, str] = field(default_factory=dict)  # trace id -> the reply as logged
     window: LabelWindow = field(default_factory=lambda: LabelWindow(0, None, None, None, None))
     scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
+    labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
+    labels_answered: int = 0  # labels on traces active learning asked about, to date
 
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
@@ -48,25 +50,36 @@ def collect(
     since: datetime | None = None,
     fetched_at: datetime | None = None,
     scale: ScoreScale | None = None,
+    labels: list[tuple[Annotation, TraceRecord]] | None = None,
 ) -> Collected:
-    """Examples from the traces, and the annotations named `annotation_name` as judged
-    items on their scale (`scale`: the source's, if it has one; else inferred)."""
+    """Examples from the night's traces, and the labels named `annotation_name` as judged
+    items on their scale (`scale`: the source's, if it has one; else inferred). `labels`:
+    each label with its trace (the label store's, all to date); None: the batch's own."""
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
     for trace in batch.traces:
-        try:
-            examples[trace.trace_id] = agent.example_from_trace(trace)
-        except RecordError as err:
-            skipped.append(SkippedRecord("traces", 0, err.field, f"trace {trace.trace_id}: {err}"))
-            log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)
+        example = _example(agent, trace, skipped)
+        if example is not None:
+            examples[trace.trace_id] = example
+            outputs[trace.trace_id] = trace.output_text
+    if labels is None:
+        by_id = {t.trace_id: t for t in batch.traces if t.trace_id in examples}
+        labels = [(a, by_id[a.trace_id]) for a in batch.annotations if a.trace_id in by_id]
+    tonight = {t.trace_id for t in batch.traces}  # read above, skipped there if unusable
+    named = []  # (annotation, example, reply)
+    for ann, trace in labels:
+        if ann.name != annotation_name:
             continue
-        outputs[trace.trace_id] = trace.output_text
-    named = [a for a in batch.annotations if a.name == annotation_name and a.trace_id in examples]
-    scale = night_scale(annotation_name, scale, named)
-    items = []
-    stamps = []
-    for ann in named:
+        if trace.trace_id in tonight:
+            example = examples.get(trace.trace_id)
+        else:  # an older trace, from the label store
+            example = _example(agent, trace, skipped)
+        if example is not None:
+            named.append((ann, example, trace.output_text))
+    scale = night_scale(annotation_name, scale, [ann for ann, _, _ in named])
+    latest: dict[str, tuple] = {}  # trace id -> (annotation, value, example, reply)
+    for ann, example, reply in named:
         value = value_on(scale, ann)
         if value is None:
             reason = (
@@ -76,13 +89,27 @@ def collect(
             skipped.append(SkippedRecord("scores", 0, "value", reason))
             log.warning("skipped %s", reason)
             continue
-        inputs = render_inputs(examples[ann.trace_id].inputs)
-        items.append(labelled_item(ann, value, inputs, outputs[ann.trace_id]))
-        stamps.append(ann.timestamp)
+        kept = latest.get(ann.trace_id)
+        if kept is None or ann.timestamp >= kept[0].timestamp:  # the latest edit wins
+            latest[ann.trace_id] = (ann, value, example, reply)
+    items = [
+        labelled_item(ann, value, render_inputs(example.inputs), reply)
+        for ann, value, example, reply in latest.values()
+    ]
+    stamps = [ann.timestamp for ann, _, _, _ in latest.values()]
     window = LabelWindow(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
     )
     return Collected(list(examples.values()), items, skipped, outputs, window, scale)
+
+
+def _example(agent: Agent, trace: TraceRecord, skipped: list[SkippedRecord]) -> Example | None:
+    try:
+        return agent.example_from_trace(trace)
+    except RecordError as err:
+        skipped.append(SkippedRecord("traces", 0, err.field, f"trace {trace.trace_id}: {err}"))
+        log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)
+        return None
 
 
 def load_heldout(path: Path) -> list[Example]:
@@ -104,7 +131,12 @@ def load_heldout(path: Path) -> list[Example]:
 
 
 def summarize(collected: Collected) -> dict[str, int]:
-    out = {"traces": len(collected.examples), "annotations": len(collected.items)}
+    out = {
+        "traces": len(collected.examples),
+        "annotations": len(collected.items),  # labels the judge learns from, to date
+        "annotations_new": collected.labels_new,
+        "annotations_answered": collected.labels_answered,
+    }
     passes = [i.human_pass for i in collected.items if i.human_pass is not None]
     if passes:  # a pass/fail annotation
         out["annotations_pass"] = sum(passes)

@@ -9,6 +9,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows import promotion
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
+from infra.traces.prompt_hub import make_prompt_hub
 
 
 async def _recorded(move: promotion.Move, model: str) -> promotion.Move:
@@ -25,8 +26,9 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     """Move production to `version` (default: the candidate) if it passes the gate."""
     settings = Settings()
     model = settings.registry.model_name
+    hub = make_prompt_hub(settings.traces)
     move = promotion.promote(
-        Registry(settings), model, version, settings.promotion, by, settings.seed
+        Registry(settings), model, version, settings.promotion, by, settings.seed, hub=hub
     )
     return await _recorded(move, model)
 
@@ -36,4 +38,5 @@ async def rollback_flow(by: str) -> promotion.Move:
     """Move production back to the version before it."""
     settings = Settings()
     model = settings.registry.model_name
-    return await _recorded(promotion.rollback(Registry(settings), model, by), model)
+    hub = make_prompt_hub(settings.traces)
+    return await _recorded(promotion.rollback(Registry(settings), model, by, hub), model)

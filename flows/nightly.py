@@ -14,16 +14,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from flows import feedback, stages
-from flows.collect import Collected, collect, load_heldout, summarize, window_start
+from flows.approval import ask_approval
+from flows.collect import Collected, collect, summarize, window_start
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
-from flows.promotion import PRODUCTION, Move, promote
+from flows.promotion import PRODUCTION, Move, decline, promote
 from flows.promotion_gate import Evidence, PromotionDecision, decide
 from flows.registration import log_feedback, production_prompts, register_versions
 from flows.report import render_markdown
@@ -73,6 +74,8 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
     model = rt.settings.registry.model_name
     version = rt.registry.get_alias(model, PRODUCTION)
     prompts = production_prompts(rt.registry, list(seeds)) or seeds
+    if rt.prompt_hub is not None:  # where the agent reads them: its production label wins
+        prompts = prompts | {c: p.text for c, p in rt.prompt_hub.production().items()}
     if version is None:
         return Production(None, prompts)
     folder = rt.registry.download_adapter(model, version, rt.run_dir(run_id) / "production")
@@ -82,11 +85,24 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
 
 @_stage("collect-traces")
 async def collect_traces(rt: Runtime, run_id: str) -> Collected:
-    cfg = rt.settings.traces
+    """Tonight's traces, and every label to date: the labels made since the last
+    successful night (on traces of any age) join the label store first."""
+    cfg, name = rt.settings.traces, rt.settings.traces.annotation_name
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
-    scale = rt.traces.score_scale(cfg.annotation_name, ordinal=rt.settings.judge.ordinal_categories)
-    collected = collect(batch, rt.agent, cfg.annotation_name, since, fetched_at, scale)
+    fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name))
+    added = rt.labels.add(
+        [a for a in fresh.annotations + batch.annotations if a.name == name],
+        fresh.traces + batch.traces,
+    )
+    days = rt.settings.judge.label_window_days
+    labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)
+    scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
+    collected = collect(batch, rt.agent, name, since, fetched_at, scale, labels)
+    seen = set(collected.skipped)  # a JSONL source reads the same files twice
+    collected.skipped += [record for record in fresh.skipped if record not in seen]
+    collected.labels_new = added
+    collected.labels_answered = len(rt.labels.requested() & {i.id for i in collected.items})
     # Before any stage spends budget, and in this stage so that a resumed night reads a
     # fixed score config again: a scale with no better or worse cannot steer the agent.
     check_ranked(collected.scale)
@@ -168,7 +184,7 @@ async def evaluate_heldout(
     adapter: ServedAdapter | None,
 ) -> stages.Evaluation:
     name = await _served(rt, adapter)
-    examples = load_heldout(rt.heldout_path())
+    examples = rt.heldout_examples()
     with StageProgress(f"held-out evaluation: {label}", None):
         return await stages.evaluate_agent(rt, prompts, examples, judge, name)
 
@@ -180,17 +196,40 @@ async def register(rt: Runtime, run_id: str, report: NightReport) -> Registered:
 
 @_stage("promote")
 async def promote_candidate(
-    rt: Runtime, run_id: str, version: int, decision: PromotionDecision
+    rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
 ) -> Move:
     model = rt.settings.registry.model_name
-    by = f"flywheel night {run_id} (promotion.auto)"
-    move = promote(rt.registry, model, version, rt.settings.promotion, by, decision=decision)
+    move = promote(
+        rt.registry, model, version, rt.settings.promotion, by, decision=decision, hub=rt.prompt_hub
+    )
     await create_markdown_artifact(
         markdown=f"# production of `{model}`\n\n{move.line()}",
         key="promotion",
         description=f"flywheel night {run_id}: promotion",
     )
     return move
+
+
+async def _production_move(
+    rt: Runtime, run_id: str, version: int, decision: PromotionDecision
+) -> Move | None:
+    """Promote a candidate that passed: at once (promotion.auto), or when a person approves
+    it in Prefect within promotion.approval_timeout_s; None: production did not move."""
+    cfg = rt.settings.promotion
+    if not decision.passed:
+        return None
+    if cfg.auto:
+        by = f"flywheel night {run_id} (promotion.auto)"
+        return await promote_candidate(rt, run_id, version, decision, by)
+    if cfg.approval_timeout_s <= 0:
+        return None
+    answer = await ask_approval(version, decision.reason, cfg.approval_timeout_s)
+    if answer is None:
+        return None  # still open: `flywheel promote`
+    by = answer.by or "a person in Prefect"
+    if not answer.promote:
+        return decline(rt.registry, rt.settings.registry.model_name, version, by)
+    return await promote_candidate(rt, run_id, version, decision, by)
 
 
 def night_evidence(
@@ -235,7 +274,10 @@ async def judge_night_traces(
 async def request_labels(rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge) -> int:
     n = rt.settings.judge.active_learning_per_night
     pending = rt.traces.pending_label_requests()
-    return rt.traces.request_labels(label_requests(verdicts, judge, n, pending))
+    asked = label_requests(verdicts, judge, n, pending)
+    sent = rt.traces.request_labels(asked)
+    rt.labels.mark_requested([r.trace_id for r in asked], verdicts.judged_at)
+    return sent
 
 
 @_stage("write-judge-scores")
@@ -296,9 +338,10 @@ async def nightly(
     )
     registered = await clock.time("register", register(rt, run_id, report))
     report = replace(report, registered=registered)
-    if decision.passed and rt.settings.promotion.auto:
-        moved = await promote_candidate(rt, run_id, registered.model_version, decision)
-        report = replace(report, moved=moved)
+    # the night succeeded: the next one reads labels made from this one's fetch on
+    rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
+    moved = await _production_move(rt, run_id, registered.model_version, decision)
+    report = replace(report, moved=moved)
     sent = await clock.time(
         "feedback",
         feedback.send_feedback(

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from flows.promotion_gate import Evidence, PromotionDecision, decide
 from infra.registry.mlflow_registry import Registry
 from infra.settings import PromotionSettings
+from infra.traces.prompt_hub import PromptHub
 
 CANDIDATE = "candidate"
 PRODUCTION = "production"
@@ -27,6 +28,7 @@ EVIDENCE_FILE = "promotion/evidence.json"
 HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
 PROMPTS_TAG = "flywheel.prompt_versions"  # on a model version: registered prompt -> version
 ADAPTER_TAG = "flywheel.with_adapter"  # on a model version: "true" when it holds an adapter
+MANAGED_TAG = "flywheel.managed_prompt_versions"  # on a model version: the hub's versions
 DECISION = "flywheel.promotion."
 
 
@@ -65,6 +67,7 @@ def promote(
     by: str,
     seed: int = 0,
     decision: PromotionDecision | None = None,
+    hub: PromptHub | None = None,
 ) -> Move:
     """Move `production` to `version` (default: the candidate) if it passes the gate on the
     evidence of its night; `decision`: one the caller just made on that evidence."""
@@ -93,13 +96,20 @@ def promote(
     decision = decision or decide(evidence, cfg, seed)
     if not decision.passed:
         return _refuse(registry, model, version, current, decision.reason, by, now)
-    _point_production(registry, model, version, info.tags)
+    _point_production(registry, model, version, info.tags, hub)
     move = Move("promoted", version, current, decision.reason, by, now)
     _record(registry, model, move, decision)
     return move
 
 
-def rollback(registry: Registry, model: str, by: str) -> Move:
+def decline(registry: Registry, model: str, version: int, by: str) -> Move:
+    """Record that a person did not approve a candidate that passed its gate."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    return _refuse(registry, model, version, current, "not approved", by, now)
+
+
+def rollback(registry: Registry, model: str, by: str, hub: PromptHub | None = None) -> Move:
     """Move production (model and prompt aliases) back to the version before it."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     current = registry.get_alias(model, PRODUCTION)
@@ -108,7 +118,7 @@ def rollback(registry: Registry, model: str, by: str) -> Move:
         return Move("unchanged", current, current, "no earlier production version", by, now)
     target = stack[-2]
     info = registry.model_version(model, target)
-    _point_production(registry, model, target, info.tags if info else {})
+    _point_production(registry, model, target, info.tags if info else {}, hub)
     move = Move("rolled back", target, current, f"back from v{current}", by, now)
     _record(registry, model, move, None)
     return move
@@ -131,10 +141,46 @@ def production_stack(moves: list[dict]) -> list[int]:
     return stack
 
 
-def _point_production(registry: Registry, model: str, version: int, tags: dict[str, str]) -> None:
+def publish_managed(
+    registry: Registry,
+    hub: PromptHub,
+    model: str,
+    version: int,
+    prompts: dict[str, str],
+    labels: list[str],
+) -> dict[str, int]:
+    """New versions of the managed prompts for a model version, named for each other: the
+    hub's commit message names the MLflow version, a tag of it the hub's versions."""
+    made = {}
+    for component, text in prompts.items():
+        if component in hub.names:
+            found = hub.publish(
+                component, text, labels, f"flywheel: MLflow model {model} v{version}"
+            )
+            made[found.name] = found.version
+    registry.set_model_version_tags(model, version, {MANAGED_TAG: json.dumps(made)})
+    return made
+
+
+def _point_production(
+    registry: Registry, model: str, version: int, tags: dict[str, str], hub: PromptHub | None
+) -> None:
     # the prompts first: an agent reading its prompt by alias never sees a half-moved version
-    for name, prompt_version in json.loads(tags.get(PROMPTS_TAG, "{}")).items():
+    prompt_versions = json.loads(tags.get(PROMPTS_TAG, "{}"))
+    for name, prompt_version in prompt_versions.items():
         registry.set_prompt_alias(name, PRODUCTION, prompt_version)
+    if hub is not None and hub.names:
+        managed = json.loads(tags.get(MANAGED_TAG, "null"))
+        if managed is None:  # registered before the hub: its texts go there now
+            prefix = f"{registry.settings.registry.prompt_name}-"
+            texts = {
+                name.removeprefix(prefix): registry.load_prompt(f"prompts:/{name}/{v}")
+                for name, v in prompt_versions.items()
+            }
+            publish_managed(registry, hub, model, version, texts, [PRODUCTION])
+        else:
+            for name, managed_version in managed.items():
+                hub.label(name, managed_version, [PRODUCTION])
     registry.set_model_alias(model, PRODUCTION, version)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from flows.night_report import CANDIDATE, NightReport, Registered
-from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence
+from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence, publish_managed
 from flows.report import render_markdown
 from flows.runtime import Runtime
 from infra.registry.mlflow_registry import Registry, safe_params
@@ -83,6 +83,10 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             tags | version_tags,
             alias=CANDIDATE if passed else None,
         )
+        if passed and rt.prompt_hub is not None:  # a candidate label where the agent reads
+            model = settings.registry.model_name
+            prompts = report.prompt.prompts
+            publish_managed(registry, rt.prompt_hub, model, model_version, prompts, [CANDIDATE])
         run_id_mlflow = run.info.run_id
     return Registered(
         tracking_uri=settings.tracking_uri,

@@ -64,7 +64,11 @@ def judge_lines(report: NightReport) -> list[str]:
     """The gate's decision, the judge the night ran on, and what went back to the source."""
     g, used = report.gate, report.gate.judge
     verdict = "passed" if g.decision.passed else "failed"
+    counts = report.collected
     out = [
+        f"Labels: the judge learned from {counts.get('annotations', 0)} to date, "
+        f"{counts.get('annotations_new', 0)} of them new tonight; "
+        f"{counts.get('annotations_answered', 0)} answer the judge's label requests.",
         f"Judge gate {verdict}: {g.decision.reason}.",
         f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
         f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {used.cut}).",
@@ -82,6 +86,13 @@ def notes(report: NightReport) -> list[str]:
             f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
             f"< {report.gate.decision.floor}. The agent was optimized against it anyway, and "
             "this version is registered with flywheel.judge_trusted=false: do not promote it."
+        )
+    if report.evals["seed"].n == 0:
+        out.append(
+            "No held-out examples: set eval.heldout_path to a JSONL of requests with true "
+            'answers ({"id", "inputs", "reference"} per line), or eval.dataset to a Langfuse '
+            "dataset; without them nothing is measured against production, and nothing can "
+            "be promoted."
         )
     if a.kept_seed:
         out.append(

@@ -11,14 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from flows.collect import load_heldout
 from infra.agents import Agent, load_agent
+from infra.labels import LabelStore
 from infra.lm import LM
 from infra.lm.factory import make_lm
 from infra.registry.mlflow_registry import Registry
 from infra.settings import NightKnobs, Settings
 from infra.traces import TraceSource
 from infra.traces.factory import make_trace_source
-from infra.traces.jsonl import DEMO_DIR
+from infra.traces.prompt_hub import PromptHub, make_prompt_hub
+from infra.types import Example
 
 
 class Runtime:
@@ -71,6 +74,16 @@ class Runtime:
         )
 
     @property
+    def prompt_hub(self) -> PromptHub | None:
+        """Where the agent reads its managed prompts in production; None: nowhere."""
+        return self._get("prompt_hub", lambda: make_prompt_hub(self.settings.traces))
+
+    @property
+    def labels(self) -> LabelStore:
+        """Every human label read so far, in the state folder."""
+        return self._get("labels", lambda: LabelStore(self.settings.state_dir / "labels.sqlite"))
+
+    @property
     def registry(self) -> Registry:
         return self._get("registry", lambda: Registry(self.settings))
 
@@ -87,10 +100,16 @@ class Runtime:
         self.registry  # noqa: B018 - opening the store is the check
         self.lm  # noqa: B018 - loading the model (or opening its client) is the check
 
-    def heldout_path(self) -> Path:
-        if self.settings.eval.heldout_path:
-            return Path(self.settings.eval.heldout_path)
-        return Path(self.settings.traces.jsonl_dir or DEMO_DIR) / "heldout.jsonl"
+    def heldout_examples(self) -> list[Example]:
+        """The held-out examples with true labels: `eval.heldout_path`, else `eval.dataset`,
+        else the file that comes with the traces (the demo export's); none otherwise."""
+        cfg = self.settings.eval
+        if cfg.heldout_path:
+            return load_heldout(Path(cfg.heldout_path))
+        if cfg.dataset:
+            return self.traces.dataset_examples(cfg.dataset)
+        path = self.traces.heldout_file()
+        return load_heldout(path) if path else []
 
     def run_dir(self, run_id: str) -> Path:
         path = self.settings.state_dir / "runs" / run_id

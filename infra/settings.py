@@ -69,6 +69,9 @@ class TraceSettings(Section):
     # The name of the score the judge writes on each night's traces (source API, never
     # ANNOTATION, so it is not read back as a human label).
     judge_score_name: str = "flywheel_judge"
+    # Langfuse prompt management: agent component -> the Langfuse prompt it lives in. A
+    # night starts from each one's `production` version, and winners go back as versions.
+    managed_prompts: dict[str, str] = Field(default_factory=dict)
     # JSONL: where label requests and judge scores are appended; empty = <state_dir>/outbox
     outbox_dir: str = ""
 
@@ -103,6 +106,9 @@ class JudgeSettings(GEPASettings):
     # Spearman's rho for any other number. A night whose judge is below it still runs,
     # but what it registers is marked untrusted and must not be promoted.
     min_agreement: float = 0.2
+    # The judge learns from every label to date (kept in the state folder's label store);
+    # a number keeps only the labels of that many last days.
+    label_window_days: int | None = None
     # Whether a CATEGORICAL annotation's categories, in their score config's order, run
     # from worst to best (Langfuse does not say): then agreement counts near misses
     # (weighted kappa), and categories without values can still rank the agent's replies.
@@ -154,6 +160,9 @@ class PromotionSettings(Section):
     # The night itself promotes a candidate that passes; false: nothing reaches
     # production without `flywheel promote` (a person's approval).
     auto: bool = True
+    # With auto off: how long a night whose candidate passed waits, paused, for a person's
+    # answer in Prefect's UI (promote or not); 0 = it does not wait (`flywheel promote`).
+    approval_timeout_s: int = 0
     min_gain: float = 0.0  # least mean held-out gain over production (and the interval > 0)
     max_slice_drop: float = 0.1  # most a slice's mean may fall (intent, tag, prompt)
     min_slice_size: int = 5  # smaller slices are too noisy to hold a version back
@@ -163,8 +172,12 @@ class PromotionSettings(Section):
 class EvalSettings(Section):
     """Held-out evaluation against true labels, never used for selection."""
 
-    # JSONL of {"id", "inputs", "reference"}; empty = heldout.jsonl beside the JSONL export
+    # JSONL of {"id", "inputs", "reference"}; empty = eval.dataset, else the file that comes
+    # with the traces (heldout.jsonl beside a JSONL export; Langfuse traces bring none)
     heldout_path: str = ""
+    # A Langfuse dataset of held-out examples: each item's input (the agent's inputs) and
+    # expected output (the reference)
+    dataset: str = ""
 
 
 class RegistrySettings(Section):

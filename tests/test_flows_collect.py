@@ -55,6 +55,8 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
     assert summarize(collected) == {
         "traces": 2,
         "annotations": 2,
+        "annotations_new": 0,  # counted by the night against its label store
+        "annotations_answered": 0,
         "annotations_pass": 1,
         "skipped_records": 2,
     }
@@ -83,7 +85,8 @@ def test_collect_keeps_replies_and_the_label_window():
     )
     fetched = datetime(2026, 11, 30, 2, tzinfo=UTC)
     collected = collect(batch, IntentRouter(), "correct", since=NOW, fetched_at=fetched)
-    assert collected.window == LabelWindow(2, NOW, later, NOW, fetched)
+    assert collected.window == LabelWindow(1, later, later, NOW, fetched)  # the later edit wins
+    assert [(i.id, i.human_pass) for i in collected.items] == [("a", False)]
     judged = collected.judged_items()
     assert [(i.id, i.input_text, i.output_text, i.human_pass) for i in judged] == [
         ("a", "rain?", "weather", None),
@@ -114,7 +117,9 @@ def test_a_numeric_score_config_gives_numbers_and_skips_what_is_off_its_range():
         ("value", "score s-b: 0.7 (NUMERIC) is not on the numeric 1 to 5 scale of 'quality'"),
         ("value", "score s-c: 1.0 (BOOLEAN) is not on the numeric 1 to 5 scale of 'quality'"),
     ]
-    assert summarize(collected) == {"traces": 4, "annotations": 2, "skipped_records": 2}
+    counts = summarize(collected)
+    assert (counts["traces"], counts["annotations"], counts["skipped_records"]) == (4, 2, 2)
+    assert "annotations_pass" not in counts  # not a pass/fail score
 
 
 def test_a_categorical_score_config_gives_its_labels():

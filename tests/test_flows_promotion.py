@@ -4,23 +4,28 @@ import asyncio
 import json
 
 import pytest
+from langfuse import Langfuse
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.cli import main
 from flows.promotion import (
     DECISION,
     HISTORY_TAG,
+    MANAGED_TAG,
     PRODUCTION,
     PROMPTS_TAG,
     history,
     log_evidence,
     promote,
+    publish_managed,
     rollback,
 )
 from flows.promotion_gate import Evidence
 from flows.status import status_lines
 from infra.registry.mlflow_registry import Registry
-from infra.settings import PromotionSettings, Settings
+from infra.settings import PromotionSettings, Settings, TraceSettings
+from infra.traces.prompt_hub import PromptHub
+from tests.fake_langfuse_prompts import FakeLangfusePrompts
 
 MODEL = "agent"
 CFG = PromotionSettings(resamples=300)
@@ -129,3 +134,32 @@ async def _promotion_artifacts() -> list[str]:
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["promotion"]))
         )
     return [a.data for a in found]
+
+
+def test_the_langfuse_production_label_moves_with_production(tmp_path):
+    with FakeLangfusePrompts() as fake:
+        fake.store.create({"name": "router", "prompt": "seed text", "labels": ["production"]})
+        api = Langfuse(
+            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
+        ).api
+        hub = PromptHub(TraceSettings(managed_prompts={"instructions": "router"}), api=api)
+        registry = Registry(Settings(state_dir=tmp_path))
+
+        v1 = night(registry, "n1", gain_over(None, 12))
+        publish_managed(
+            registry, hub, MODEL, v1, {"instructions": "instructions of n1"}, ["candidate"]
+        )
+        assert hub.production()["instructions"].text == "seed text"  # a candidate only
+        assert promote(registry, MODEL, v1, CFG, "ada", hub=hub).action == "promoted"
+        assert hub.production()["instructions"].text == "instructions of n1"
+
+        v2 = night(registry, "n2", gain_over(v1, 12))  # registered while no hub was set
+        assert promote(registry, MODEL, v2, CFG, "ada", hub=hub).action == "promoted"
+        assert hub.production()["instructions"].text == "instructions of n2"  # published now
+        newest = fake.store.prompts["router"][-1]
+        assert newest["commitMessage"] == f"flywheel: MLflow model {MODEL} v{v2}"
+        tags = registry.model_version(MODEL, v2).tags
+        assert json.loads(tags[MANAGED_TAG]) == {"router": newest["version"]}
+
+        assert rollback(registry, MODEL, "ada", hub).action == "rolled back"
+        assert hub.production()["instructions"].text == "instructions of n1"

@@ -132,3 +132,11 @@ def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_som
     assert metrics["agent_judge_unparseable_verdicts"] == 7.0
     text = render_markdown(noisy)
     assert "3 unreadable judge verdicts" in text and "7 unreadable judge verdicts" in text
+
+
+def test_a_night_without_held_out_examples_says_how_to_get_them():
+    night = report(0.5)
+    empty = Evaluation(0, None, 0.0)
+    text = render_markdown(replace(night, evals={"seed": empty, "prompts": empty}))
+    assert "No held-out examples: set eval.heldout_path" in text
+    assert "No held-out examples" not in render_markdown(night)

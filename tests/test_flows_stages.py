@@ -37,6 +37,15 @@ class MemorySource:
     def score_scale(self, name, *, ordinal=False):
         return None
 
+    def fetch_labels(self, name, since):
+        return TraceBatch(self.batch.traces, self.batch.annotations)
+
+    def heldout_file(self):
+        return None  # production traces: no true labels
+
+    def dataset_examples(self, name):
+        return [Example(f"{name}-1", {"request": "play jazz"}, "PlayMusic")]
+
 
 def night(n: int) -> TraceBatch:
     traces = [
@@ -103,3 +112,15 @@ async def test_the_prompt_stage_counts_the_judge_verdicts_it_could_not_read(rt):
     stage = await stages.optimize_prompts_stage(rt, examples, rt.agent.seed_prompts(), judge)
     assert stage.metric_calls > 0
     assert stage.judge_unparseable == stage.metric_calls  # every verdict was unreadable
+
+
+def test_held_out_examples_come_from_settings_a_dataset_or_with_the_traces(rt, tmp_path):
+    assert rt.heldout_examples() == []  # a production source brings none
+    rt.settings.eval.dataset = "golden"
+    assert [e.id for e in rt.heldout_examples()] == ["golden-1"]
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"id": "m1", "inputs": {"request": "rain?"}, "reference": "GetWeather"}\n')
+    rt.settings.eval.heldout_path = str(mine)  # a file wins over the dataset
+    assert [(e.id, e.reference) for e in rt.heldout_examples()] == [("m1", "GetWeather")]
+    demo = Runtime(Settings(state_dir=tmp_path))  # the bundled export brings its own
+    assert len(demo.heldout_examples()) == 140

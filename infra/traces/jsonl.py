@@ -24,12 +24,14 @@ from infra.traces.mapping import annotation_from_score, trace_from_observation
 from infra.traces.outbox import Outbox
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+from infra.types import Example
 
 log = logging.getLogger(__name__)
 
 OBSERVATIONS = "observations.jsonl"
 SCORES = "scores.jsonl"
 SCORE_CONFIGS = "score_configs.jsonl"
+HELDOUT = "heldout.jsonl"  # {"id", "inputs", "reference"} per line: requests with true labels
 DEMO_DIR = Path(__file__).parent / "demo_data"
 
 T = TypeVar("T")
@@ -69,17 +71,11 @@ class JsonlTraceSource:
         return self.outbox
 
     def fetch(self, since: datetime | None = None, limit: int = 1000) -> TraceBatch:
-        observations = self.directory / OBSERVATIONS
-        if not observations.is_file():
-            raise TraceSourceError(
-                f"No {OBSERVATIONS} in {self.directory}: point FLYWHEEL_TRACES__JSONL_DIR at a "
-                "folder holding a Langfuse export, or leave it empty for the bundled demo."
-            )
         since = as_utc(since)
         batch = TraceBatch()
         traces = [
             t
-            for t in _records(observations, trace_from_observation, batch.skipped)
+            for t in _records(self._observations(), trace_from_observation, batch.skipped)
             if since is None or t.start_time >= since
         ]
         # The most recent `limit`, oldest first, as the Langfuse source returns them.
@@ -94,6 +90,43 @@ class JsonlTraceSource:
             if score.trace_id in kept:
                 (batch.annotations if score.is_human else batch.other_scores).append(score)
         return batch
+
+    def dataset_examples(self, name: str) -> list[Example]:
+        raise TraceSourceError(
+            f"A JSONL export has no datasets (eval.dataset = {name!r}): set eval.heldout_path "
+            "to a JSONL of held-out examples instead."
+        )
+
+    def heldout_file(self) -> Path | None:
+        path = self.directory / HELDOUT
+        return path if path.is_file() else None
+
+    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+        since = as_utc(since)
+        batch = TraceBatch()
+        scores = self.directory / SCORES
+        if scores.is_file():
+            batch.annotations = [
+                a
+                for a in _records(scores, annotation_from_score, batch.skipped)
+                if a.is_human and a.name == name and (since is None or a.timestamp >= since)
+            ]
+        wanted = {a.trace_id for a in batch.annotations}
+        batch.traces = [
+            t
+            for t in _records(self._observations(), trace_from_observation, batch.skipped)
+            if t.trace_id in wanted
+        ]
+        return batch
+
+    def _observations(self) -> Path:
+        path = self.directory / OBSERVATIONS
+        if not path.is_file():
+            raise TraceSourceError(
+                f"No {OBSERVATIONS} in {self.directory}: point FLYWHEEL_TRACES__JSONL_DIR at a "
+                "folder holding a Langfuse export, or leave it empty for the bundled demo."
+            )
+        return path
 
 
 def _configs(path: Path) -> Iterator[dict[str, Any]]:

@@ -29,6 +29,8 @@ from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import annotation_from_score, trace_from_observation
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+from infra.traces.types import TraceRecord
+from infra.types import Example
 
 if TYPE_CHECKING:
     from langfuse.api import LangfuseAPI
@@ -48,12 +50,81 @@ KEY_VARS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
 class LangfuseTraceSource:
     def __init__(self, settings: TraceSettings, api: LangfuseAPI | None = None):
         self.settings = settings
-        self._api = api if api is not None else _sdk_api()
+        self._api = api if api is not None else sdk_api()
         self._queue_id: str | None = None
 
     def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
-        with _api_errors("could not be read"):
+        with api_errors("could not be read"):
             return self._fetch(as_utc(since), limit)
+
+    def heldout_file(self) -> None:
+        return None  # production traces carry no true labels: eval.dataset names them
+
+    def dataset_examples(self, name: str) -> list[Example]:
+        """The active items of Langfuse dataset `name` as held-out examples: the item's
+        input (an object: the agent's inputs) and its expected output (the reference)."""
+        with api_errors(f"did not give dataset {name!r} (eval.dataset)"):
+            items = list(
+                _numbered_pages(
+                    lambda **page: self._api.dataset_items.list(dataset_name=name, **page)
+                )
+            )
+        examples = []
+        for item in items:
+            if getattr(item, "status", "ACTIVE") == "ARCHIVED":
+                continue
+            if not isinstance(item.input, dict):
+                raise RecordError(
+                    "input",
+                    f"dataset {name!r} item {item.id}: the input must be an object of the "
+                    f"agent's inputs, got {type(item.input).__name__}",
+                )
+            expected = item.expected_output
+            reference = (
+                expected if expected is None or isinstance(expected, str) else json.dumps(expected)
+            )
+            metadata = item.metadata if isinstance(item.metadata, dict) else {}
+            examples.append(Example(item.id, item.input, reference, metadata))
+        return examples
+
+    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+        with api_errors("could not be read"):
+            return self._fetch_labels(name, as_utc(since))
+
+    def _fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+        batch = TraceBatch()
+        scores = _pages(
+            self._api.scores.get_many,
+            page_size=SCORE_PAGE,
+            fields=SCORE_FIELDS,
+            name=name,
+            source="ANNOTATION",
+            from_timestamp=since,
+        )
+        for number, raw in enumerate(scores, start=1):
+            score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
+            if score is not None and score.is_human and score.name == name:
+                batch.annotations.append(score)
+        # each labelled trace by id, whatever its age: a few per night
+        for trace_id in sorted({a.trace_id for a in batch.annotations}):
+            batch.traces += self._generations(batch, None, OBSERVATION_PAGE, trace_id=trace_id)
+        return batch
+
+    def _generations(
+        self, batch: TraceBatch, since: datetime | None, page_size: int, **params: Any
+    ) -> Iterator[TraceRecord]:
+        """The generations the filter selects, mapped; unmappable ones go to `batch`."""
+        observations = _pages(
+            self._api.observations.get_many,
+            page_size=page_size,
+            fields=OBSERVATION_FIELDS,
+            filter=json.dumps(self._observation_filter(since)),
+            **params,
+        )
+        for number, obs in enumerate(observations, start=1):
+            trace = _mapped(trace_from_observation, obs, "langfuse:observations", number, batch)
+            if trace is not None:
+                yield trace
 
     def request_labels(self, items: list[LabelRequest]) -> int:
         if not items:
@@ -64,14 +135,14 @@ class LangfuseTraceSource:
                 "Label requests need a Langfuse annotation queue: set "
                 "FLYWHEEL_TRACES__ANNOTATION_QUEUE to its name or id."
             )
-        with _api_errors("did not take the label requests"):
+        with api_errors("did not take the label requests"):
             return langfuse_feedback.create_queue_items(self._api, self._queue(queue), items)
 
     def pending_label_requests(self) -> set[str]:
         queue = self.settings.annotation_queue
         if not queue:  # no queue, no requests: request_labels says how to set one
             return set()
-        with _api_errors("did not list the annotation queue"):
+        with api_errors("did not list the annotation queue"):
             return langfuse_feedback.pending_traces(self._api, self._queue(queue))
 
     def _queue(self, queue: str) -> str:
@@ -82,11 +153,11 @@ class LangfuseTraceSource:
     def write_scores(self, scores: list[JudgeScore]) -> int:
         if not scores:
             return 0
-        with _api_errors("did not take the judge scores"):
+        with api_errors("did not take the judge scores"):
             return langfuse_feedback.create_scores(self._api, scores)
 
     def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
-        with _api_errors("did not list the score configs"):
+        with api_errors("did not list the score configs"):
             found = [c for c in _numbered_pages(self._api.score_configs.get) if c.name == name]
         # read in the public API's shape: camelCase, plain values
         return scale_in_force(name, [json.loads(c.json()) for c in found], ordinal=ordinal)
@@ -95,16 +166,8 @@ class LangfuseTraceSource:
         batch = TraceBatch()
         if limit <= 0:
             return batch
-        observations = _pages(
-            self._api.observations.get_many,
-            page_size=min(limit, OBSERVATION_PAGE),
-            fields=OBSERVATION_FIELDS,
-            filter=json.dumps(self._observation_filter(since)),
-        )
-        for number, obs in enumerate(observations, start=1):
-            trace = _mapped(trace_from_observation, obs, "langfuse:observations", number, batch)
-            if trace is not None:
-                batch.traces.append(trace)
+        for trace in self._generations(batch, since, min(limit, OBSERVATION_PAGE)):
+            batch.traces.append(trace)
             if len(batch.traces) >= limit:
                 break  # before the generator asks for another page
         batch.traces.sort(key=lambda t: t.start_time)
@@ -148,7 +211,7 @@ class LangfuseTraceSource:
 
 
 @contextmanager
-def _api_errors(what: str) -> Iterator[None]:
+def api_errors(what: str) -> Iterator[None]:
     """SDK and network errors as one sentence; the status only, never headers or keys."""
     try:
         yield
@@ -160,7 +223,7 @@ def _api_errors(what: str) -> Iterator[None]:
         ) from e
 
 
-def _sdk_api() -> LangfuseAPI:
+def sdk_api() -> LangfuseAPI:
     missing = [var for var in KEY_VARS if not os.environ.get(var)]
     if missing:
         raise TraceSourceError(

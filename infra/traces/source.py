@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from infra.errors import UserFacingError
 from infra.scales import ScoreScale
 from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.types import Annotation, TraceRecord
+from infra.types import Example
 
 
 class TraceSourceError(UserFacingError):
@@ -46,6 +48,21 @@ class TraceSource(Protocol):
     def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         """Traces started at or after `since` (all when None), at most `limit` of them,
         and the scores on those traces."""
+        ...
+
+    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+        """Human annotations named `name` made at or after `since` (all when None), and the
+        traces they are on, however old: a label added days after its trace is read."""
+        ...
+
+    def heldout_file(self) -> Path | None:
+        """A held-out file that comes with the traces (a JSONL export's heldout.jsonl), or
+        None: production traces have no true labels, so `eval.heldout_path` must name one."""
+        ...
+
+    def dataset_examples(self, name: str) -> list[Example]:
+        """Held-out examples from the source's dataset `name` (Langfuse datasets: items
+        with expected outputs); a source without datasets raises TraceSourceError."""
         ...
 
     def request_labels(self, items: list[LabelRequest]) -> int:

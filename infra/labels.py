@@ -1,0 +1,119 @@
+"""The label store: every human label the flywheel has read, kept in the state folder so
+that the judge learns from all labels to date, not only those on tonight's traces.
+
+One label per trace and score name; a later edit (newer timestamp) replaces it. Each
+label is kept with the trace it is on, so an old trace never has to be fetched again.
+The store also keeps, per score name, the watermark of the last successful night (labels
+are read incrementally from there) and which traces active learning asked about, so a
+night can count the requests people answered. sqlite: one file, no server, atomic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from datetime import datetime
+from pathlib import Path
+
+from infra.traces.types import Annotation, TraceRecord
+
+SCHEMA = """
+create table if not exists labels (
+    trace_id text not null, name text not null, stamp text not null,
+    annotation text not null, trace text not null, primary key (trace_id, name));
+create table if not exists watermarks (name text primary key, stamp text not null);
+create table if not exists requested (trace_id text primary key, stamp text not null);
+"""
+
+
+class LabelStore:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        with closing(self._db()) as db:
+            db.executescript(SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path)
+
+    def add(self, annotations: Iterable[Annotation], traces: Iterable[TraceRecord]) -> int:
+        """Keep each annotation whose trace is given; returns how many were new or newer."""
+        by_trace = {t.trace_id: t for t in traces}
+        changed = 0
+        with closing(self._db()) as db, db:
+            for label in annotations:
+                trace = by_trace.get(label.trace_id)
+                if trace is None:
+                    continue
+                row = db.execute(
+                    "select stamp from labels where trace_id = ? and name = ?",
+                    (label.trace_id, label.name),
+                ).fetchone()
+                stamp = label.timestamp.isoformat()
+                if row is not None and datetime.fromisoformat(row[0]) >= label.timestamp:
+                    continue  # the stored one is as new or newer
+                db.execute(
+                    "insert or replace into labels values (?, ?, ?, ?, ?)",
+                    (label.trace_id, label.name, stamp, _dump(label), _dump(trace)),
+                )
+                changed += 1
+        return changed
+
+    def labels(
+        self, name: str, since: datetime | None = None
+    ) -> list[tuple[Annotation, TraceRecord]]:
+        """Every stored label named `name` (made at or after `since`), oldest first."""
+        with closing(self._db()) as db:
+            rows = db.execute(
+                "select annotation, trace from labels where name = ?", (name,)
+            ).fetchall()
+        found = [(_load(Annotation, a), _load(TraceRecord, t)) for a, t in rows]
+        found = [(a, t) for a, t in found if since is None or a.timestamp >= since]
+        return sorted(found, key=lambda pair: (pair[0].timestamp, pair[0].trace_id))
+
+    def watermark(self, name: str) -> datetime | None:
+        """When the last successful night read the labels named `name`."""
+        with closing(self._db()) as db:
+            row = db.execute("select stamp from watermarks where name = ?", (name,)).fetchone()
+        return datetime.fromisoformat(row[0]) if row else None
+
+    def set_watermark(self, name: str, moment: datetime) -> None:
+        with closing(self._db()) as db, db:
+            db.execute(
+                "insert or replace into watermarks values (?, ?)", (name, moment.isoformat())
+            )
+
+    def mark_requested(self, trace_ids: Iterable[str], moment: datetime) -> None:
+        with closing(self._db()) as db, db:
+            db.executemany(
+                "insert or ignore into requested values (?, ?)",
+                [(t, moment.isoformat()) for t in trace_ids],
+            )
+
+    def requested(self) -> set[str]:
+        """Every trace active learning ever asked people to label."""
+        with closing(self._db()) as db:
+            return {row[0] for row in db.execute("select trace_id from requested")}
+
+
+def _dump(record: Annotation | TraceRecord) -> str:
+    return json.dumps(dataclasses.asdict(record), default=_stamp, sort_keys=True)
+
+
+def _stamp(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot store {type(value).__name__}")
+
+
+def _load(cls: type, text: str):
+    fields = json.loads(text)
+    for key in ("timestamp", "start_time"):
+        if key in fields and fields[key] is not None:
+            fields[key] = datetime.fromisoformat(fields[key])
+    if "tags" in fields:
+        fields["tags"] = tuple(fields["tags"])
+    return cls(**fields)

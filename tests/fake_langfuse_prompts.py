@@ -1,0 +1,115 @@
+"""A local HTTP fake of Langfuse's prompts API (v2), for tests that use the real SDK.
+
+Versions are numbered from 1 per prompt; a label lives on one version at a time (setting
+it elsewhere takes it off), and "latest" follows the newest version, as in Langfuse.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+PREFIX = "/api/public/v2/prompts"
+
+
+class PromptStore:
+    def __init__(self):
+        self.prompts: dict[str, list[dict]] = {}
+        self.requests: list[tuple[str, str]] = []  # (method, path)
+
+    def create(self, body: dict) -> dict:
+        versions = self.prompts.setdefault(body["name"], [])
+        record = {
+            "name": body["name"],
+            "type": body.get("type") or "text",
+            "prompt": body["prompt"],
+            "config": body.get("config") or {},
+            "tags": body.get("tags") or [],
+            "commitMessage": body.get("commitMessage"),
+            "version": len(versions) + 1,
+            "labels": [],
+        }
+        versions.append(record)
+        self.relabel(body["name"], record["version"], list(body.get("labels") or []))
+        for other in versions:
+            other["labels"] = [x for x in other["labels"] if x != "latest"]
+        record["labels"].append("latest")
+        return record
+
+    def relabel(self, name: str, version: int, labels: list[str]) -> dict:
+        versions = self.prompts[name]
+        for other in versions:
+            other["labels"] = [x for x in other["labels"] if x not in labels]
+        record = versions[version - 1]
+        latest = ["latest"] if "latest" in record["labels"] else []
+        record["labels"] = sorted(set(labels) | set(latest))
+        return record
+
+    def find(self, name: str, label: str | None, version: int | None) -> dict | None:
+        for record in self.prompts.get(name, []):
+            if version is not None and record["version"] == version:
+                return record
+            if version is None and (label or "production") in record["labels"]:
+                return record
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    store: PromptStore
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        self.store.requests.append(("GET", url.path))
+        name = unquote(url.path.removeprefix(PREFIX + "/"))
+        query = parse_qs(url.query)
+        version = int(query["version"][0]) if "version" in query else None
+        found = self.store.find(name, query.get("label", [None])[0], version)
+        if found is None:
+            self._reply(404, {"message": f"Prompt not found: {name}"})
+        else:
+            self._reply(200, found)
+
+    def do_POST(self) -> None:
+        self.store.requests.append(("POST", self.path))
+        self._reply(200, self.store.create(self._body()))
+
+    def do_PATCH(self) -> None:
+        path = urlsplit(self.path).path
+        self.store.requests.append(("PATCH", path))
+        name, _, version = path.removeprefix(PREFIX + "/").rpartition("/versions/")
+        labels = self._body()["newLabels"]
+        self._reply(200, self.store.relabel(unquote(name), int(version), labels))
+
+
+class FakeLangfusePrompts:
+    """`with FakeLangfusePrompts() as fake:` serves on `fake.host` until the block ends."""
+
+    def __init__(self):
+        self.store = PromptStore()
+        handler = type("Handler", (_Handler,), {"store": self.store})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FakeLangfusePrompts:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

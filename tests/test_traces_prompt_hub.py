@@ -1,0 +1,63 @@
+"""Langfuse prompt management through the real SDK, against a local fake of its API."""
+
+import pytest
+from langfuse import Langfuse
+
+from infra.settings import TraceSettings
+from infra.traces.prompt_hub import PromptHub
+from tests.fake_langfuse_prompts import FakeLangfusePrompts
+
+
+@pytest.fixture
+def fake():
+    with FakeLangfusePrompts() as server:
+        yield server
+
+
+def hub(fake, **managed) -> PromptHub:
+    api = Langfuse(
+        # one key per server: the SDK keeps one client per public key
+        public_key=f"pk-{fake.host}",
+        secret_key="sk-test",
+        host=fake.host,
+        tracing_enabled=False,
+    ).api
+    return PromptHub(TraceSettings(managed_prompts=managed), api=api)
+
+
+def test_production_versions_are_read_and_winners_go_back_as_labelled_versions(fake):
+    fake.store.create(
+        {"name": "router", "prompt": "Route it.", "labels": ["production"], "config": {"t": 0}}
+    )
+    prompts = hub(fake, instructions="router", examples="router-examples")
+    found = prompts.production()
+    assert list(found) == ["instructions"]  # router-examples has no production version yet
+    assert (found["instructions"].text, found["instructions"].version) == ("Route it.", 1)
+
+    made = prompts.publish("instructions", "Route it well.", ["candidate"], "agent v3")
+    assert (made.version, made.labels) == (2, ("candidate", "latest"))
+    assert fake.store.prompts["router"][1]["config"] == {"t": 0}  # like production
+    assert fake.store.prompts["router"][1]["commitMessage"] == "agent v3"
+    assert prompts.production()["instructions"].version == 1  # a candidate is not production
+
+    prompts.label("router", 2, ["production"])
+    assert prompts.production()["instructions"].text == "Route it well."
+    assert fake.store.prompts["router"][0]["labels"] == []  # the label moved off v1
+    assert fake.store.prompts["router"][1]["labels"] == ["candidate", "latest", "production"]
+
+
+def test_a_chat_prompt_keeps_its_other_messages(fake):
+    chat = [
+        {"role": "system", "content": "Route it."},
+        {"role": "user", "content": "{{request}}"},
+    ]
+    fake.store.create({"name": "chat", "type": "chat", "prompt": chat, "labels": ["production"]})
+    prompts = hub(fake, instructions="chat")
+    assert prompts.production()["instructions"].text == "Route it."
+    prompts.publish("instructions", "Route it well.", ["production"], "agent v4")
+    stored = fake.store.prompts["chat"][1]
+    assert stored["type"] == "chat"
+    assert [(m["role"], m["content"]) for m in stored["prompt"]] == [
+        ("system", "Route it well."),
+        ("user", "{{request}}"),
+    ]
