@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class Collected:
     outputs: dict[str, str] = field(default_factory=dict)  # trace id -> the reply as logged
     window: LabelWindow = field(default_factory=lambda: LabelWindow(0, None, None, None, None))
     scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
+    heldout: list[Example] = field(default_factory=list)  # eval.heldout_trace_share's slice
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
     labels_answered: int = 0  # labels on traces active learning asked about, to date
 
@@ -101,6 +103,28 @@ def collect(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
     )
     return Collected(list(examples.values()), items, skipped, outputs, window, scale)
+
+
+def in_heldout_slice(trace_id: str, share: float) -> bool:
+    """Whether a trace belongs to the fixed held-out slice: a hash of its id, so the same
+    trace is held out every night, whichever night reads it."""
+    digest = int(hashlib.sha256(trace_id.encode()).hexdigest()[:8], 16)
+    return digest % 10_000 < share * 10_000
+
+
+def hold_out(collected: Collected, share: float) -> Collected:
+    """Move the slice's traces out of training, alignment and GEPA: tonight's become the
+    held-out examples (scored by the judge: a trace has no true answer), labelled ones are
+    dropped from the judge's items."""
+    if share <= 0:
+        return collected
+    held = {e.id for e in collected.examples if in_heldout_slice(e.id, share)}
+    return replace(
+        collected,
+        examples=[e for e in collected.examples if e.id not in held],
+        items=[i for i in collected.items if not in_heldout_slice(i.id, share)],
+        heldout=[e for e in collected.examples if e.id in held],
+    )
 
 
 def _example(agent: Agent, trace: TraceRecord, skipped: list[SkippedRecord]) -> Example | None:

@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows import feedback, stages
 from flows.approval import ask_approval
-from flows.collect import Collected, collect, summarize, window_start
+from flows.collect import Collected, collect, hold_out, summarize, window_start
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
 from flows.promotion import PRODUCTION, Move, decline, promote
@@ -31,6 +31,7 @@ from flows.report import render_markdown
 from flows.runtime import Runtime
 from flows.stage_clock import StageClock
 from infra.settings import NightKnobs, Settings
+from infra.types import Example
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
 from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
@@ -99,6 +100,7 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)
     scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
     collected = collect(batch, rt.agent, name, since, fetched_at, scale, labels)
+    collected = hold_out(collected, rt.settings.eval.heldout_trace_share)
     seen = set(collected.skipped)  # a JSONL source reads the same files twice
     collected.skipped += [record for record in fresh.skipped if record not in seen]
     collected.labels_new = added
@@ -182,9 +184,10 @@ async def evaluate_heldout(
     prompts: dict[str, str],
     judge: Judge,
     adapter: ServedAdapter | None,
+    trace_slice: list[Example],
 ) -> stages.Evaluation:
     name = await _served(rt, adapter)
-    examples = rt.heldout_examples()
+    examples = rt.heldout_examples(trace_slice)
     with StageProgress(f"held-out evaluation: {label}", None):
         return await stages.evaluate_agent(rt, prompts, examples, judge, name)
 
@@ -306,7 +309,7 @@ async def nightly(
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
 
     async def held_out(label: str, prompts: dict[str, str], adapter: ServedAdapter | None):
-        work = evaluate_heldout(rt, run_id, label, prompts, judge, adapter)
+        work = evaluate_heldout(rt, run_id, label, prompts, judge, adapter, collected.heldout)
         return await clock.time(f"eval_{label}", work)
 
     # production as it runs: its prompts with its adapter

@@ -90,9 +90,9 @@ def notes(report: NightReport) -> list[str]:
     if report.evals["seed"].n == 0:
         out.append(
             "No held-out examples: set eval.heldout_path to a JSONL of requests with true "
-            'answers ({"id", "inputs", "reference"} per line), or eval.dataset to a Langfuse '
-            "dataset; without them nothing is measured against production, and nothing can "
-            "be promoted."
+            'answers ({"id", "inputs", "reference"} per line), eval.dataset to a Langfuse '
+            "dataset, or eval.heldout_trace_share to hold out a share of the traces; without "
+            "them nothing is measured against production, and nothing can be promoted."
         )
     if a.kept_seed:
         out.append(

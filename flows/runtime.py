@@ -100,14 +100,17 @@ class Runtime:
         self.registry  # noqa: B018 - opening the store is the check
         self.lm  # noqa: B018 - loading the model (or opening its client) is the check
 
-    def heldout_examples(self) -> list[Example]:
-        """The held-out examples with true labels: `eval.heldout_path`, else `eval.dataset`,
-        else the file that comes with the traces (the demo export's); none otherwise."""
+    def heldout_examples(self, trace_slice: list[Example] | None = None) -> list[Example]:
+        """The held-out examples: `eval.heldout_path`, else `eval.dataset`, else the night's
+        slice of traces (`eval.heldout_trace_share`), else the file that comes with the
+        traces (the demo export's); none otherwise."""
         cfg = self.settings.eval
         if cfg.heldout_path:
             return load_heldout(Path(cfg.heldout_path))
         if cfg.dataset:
             return self.traces.dataset_examples(cfg.dataset)
+        if trace_slice:
+            return trace_slice
         path = self.traces.heldout_file()
         return load_heldout(path) if path else []
 

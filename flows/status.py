@@ -46,8 +46,10 @@ def status_lines(registry: Registry, settings: Settings, nights: int = 5) -> lis
         for run in runs:
             started = datetime.fromtimestamp(run.start_time / 1000, UTC).strftime("%Y-%m-%d %H:%M")
             metrics = run.metrics
-            accuracy = metrics.get("heldout_prompts_accuracy")
-            shown = f"held-out accuracy {accuracy:.3f}" if accuracy is not None else ""
+            gain = metrics.get("heldout_gain_over_production")
+            shown = "" if gain is None else f"held-out gain over production {gain:+.3f}"
+            if gain is not None and "heldout_gain_low" in metrics:
+                shown += f" [{metrics['heldout_gain_low']:.3f}, {metrics['heldout_gain_high']:.3f}]"
             gate = metrics.get("promotion_gate_passed")
             passed = "" if gate is None else ("gate passed" if gate else "gate refused")
             details = ", ".join(x for x in (run.status.lower(), shown, passed) if x)

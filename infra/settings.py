@@ -178,6 +178,10 @@ class EvalSettings(Section):
     # A Langfuse dataset of held-out examples: each item's input (the agent's inputs) and
     # expected output (the reference)
     dataset: str = ""
+    # Else a fixed share of the traces (by a hash of the trace id, the same every night),
+    # never used for training, alignment or GEPA, and scored by the judge (a trace has no
+    # true answer, so only a judge that passed its gate can promote on it); 0 = none
+    heldout_trace_share: float = Field(0.0, ge=0.0, lt=1.0)
 
 
 class RegistrySettings(Section):

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from flows import stages
+from flows.collect import in_heldout_slice
 from flows.nightly import collect_traces
 from flows.runtime import Runtime
 from infra.scales import ScoreScale
@@ -124,3 +125,16 @@ def test_held_out_examples_come_from_settings_a_dataset_or_with_the_traces(rt, t
     assert [(e.id, e.reference) for e in rt.heldout_examples()] == [("m1", "GetWeather")]
     demo = Runtime(Settings(state_dir=tmp_path))  # the bundled export brings its own
     assert len(demo.heldout_examples()) == 140
+
+
+async def test_a_fixed_slice_of_traces_is_held_out_of_everything_else(rt):
+    rt.settings.eval.heldout_trace_share = 0.3
+    collected = await collect_traces.fn(rt, "n1")
+    held = {e.id for e in collected.heldout}
+    assert held == {f"t{i}" for i in range(20) if in_heldout_slice(f"t{i}", 0.3)}
+    assert 0 < len(held) < 20
+    assert not held & {e.id for e in collected.examples}  # not in GEPA's traffic
+    assert not held & {i.id for i in collected.items}  # nor in the judge's labels
+    assert rt.heldout_examples(collected.heldout) == collected.heldout
+    again = await collect_traces.fn(rt, "n2")  # the same traces every night
+    assert {e.id for e in again.heldout} == held
