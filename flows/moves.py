@@ -12,11 +12,12 @@ from infra.settings import Settings
 from infra.traces.prompt_hub import make_prompt_hub
 
 
-async def _recorded(move: promotion.Move, model: str) -> promotion.Move:
+async def recorded(move: promotion.Move, model: str, description: str = "") -> promotion.Move:
+    """`move`, after leaving it as a Prefect artifact (key "promotion") of the flow run."""
     await create_markdown_artifact(
         markdown=f"# production of `{model}`\n\n{move.line()}",
         key="promotion",
-        description=f"{move.action} v{move.version}",
+        description=description or f"{move.action} v{move.version}",
     )
     return move
 
@@ -30,7 +31,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     move = promotion.promote(
         Registry(settings), model, version, settings.promotion, by, settings.seed, hub=hub
     )
-    return await _recorded(move, model)
+    return await recorded(move, model)
 
 
 @flow(name="rollback")
@@ -39,4 +40,4 @@ async def rollback_flow(by: str) -> promotion.Move:
     settings = Settings()
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces)
-    return await _recorded(promotion.rollback(Registry(settings), model, by, hub), model)
+    return await recorded(promotion.rollback(Registry(settings), model, by, hub), model)

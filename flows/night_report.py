@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flows.feedback import Feedback
-from flows.promotion import Move
+from flows.promotion import CANDIDATE, Move
 from flows.promotion_gate import Evidence, PromotionDecision
 from flows.stages import Evaluation, PromptStage
 from judges.align import Alignment
 from judges.choose import JudgeGate
 from weights.round import LoraRound
-
-CANDIDATE = "candidate"
 
 
 @dataclass(frozen=True)

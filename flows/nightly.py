@@ -22,6 +22,7 @@ from prefect.artifacts import create_markdown_artifact
 from flows import feedback, stages
 from flows.approval import ask_approval
 from flows.collect import Collected, collect, hold_out, summarize, window_start
+from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
 from flows.promotion import PRODUCTION, Move, decline, promote
@@ -91,7 +92,8 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     cfg, name = rt.settings.traces, rt.settings.traces.annotation_name
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
-    fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name))
+    have = {t.trace_id for t in batch.traces}
+    fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name), have)
     added = rt.labels.add(
         [a for a in fresh.annotations + batch.annotations if a.name == name],
         fresh.traces + batch.traces,
@@ -205,12 +207,7 @@ async def promote_candidate(
     move = promote(
         rt.registry, model, version, rt.settings.promotion, by, decision=decision, hub=rt.prompt_hub
     )
-    await create_markdown_artifact(
-        markdown=f"# production of `{model}`\n\n{move.line()}",
-        key="promotion",
-        description=f"flywheel night {run_id}: promotion",
-    )
-    return move
+    return await recorded(move, model, f"flywheel night {run_id}: promotion")
 
 
 async def _production_move(

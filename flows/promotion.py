@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flows.promotion_gate import Evidence, PromotionDecision, decide
-from infra.registry.mlflow_registry import Registry
+from infra.registry.mlflow_registry import CANDIDATE, Registry
 from infra.settings import PromotionSettings
 from infra.traces.prompt_hub import PromptHub
 
-CANDIDATE = "candidate"
 PRODUCTION = "production"
 EVIDENCE_FILE = "promotion/evidence.json"
 HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first

@@ -38,7 +38,7 @@ class MemorySource:
     def score_scale(self, name, *, ordinal=False):
         return None
 
-    def fetch_labels(self, name, since):
+    def fetch_labels(self, name, since, have=()):
         return TraceBatch(self.batch.traces, self.batch.annotations)
 
     def heldout_file(self):

@@ -88,6 +88,7 @@ def test_a_jsonl_source_reads_labels_since_a_moment_with_their_traces_however_ol
     batch = JsonlTraceSource(tmp_path).fetch_labels("correct", since=DAY1)
     assert [(a.trace_id, a.name) for a in batch.annotations] == [("old", "correct")]
     assert [t.trace_id for t in batch.traces] == ["old"]
+    assert JsonlTraceSource(tmp_path).fetch_labels("correct", DAY1, have={"old"}).traces == []
 
 
 def test_langfuse_labels_are_read_by_name_and_time_and_their_traces_by_id():
@@ -143,6 +144,10 @@ def test_langfuse_labels_are_read_by_name_and_time_and_their_traces_by_id():
         DAY1,
     )
     assert [c["trace_id"] for c in calls["observations"]] == ["t1", "t2"]
+    calls["observations"].clear()
+    held = LangfuseTraceSource(TraceSettings(), api=api).fetch_labels("correct", DAY1, {"t1"})
+    assert [t.trace_id for t in held.traces] == ["t2"]  # t1 is the caller's already
+    assert [c["trace_id"] for c in calls["observations"]] == ["t2"]
 
 
 async def test_a_label_added_after_a_night_on_an_old_trace_is_used_by_the_next(tmp_path):

@@ -46,7 +46,6 @@ class ModelVersionInfo:
     version: int
     run_id: str | None
     tags: dict[str, str] = field(default_factory=dict)
-    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,6 @@ class RunInfo:
     status: str
     start_time: int  # ms since the epoch
     metrics: dict[str, float] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,7 +242,6 @@ class Registry:
             int(found.version),
             found.run_id,
             dict(found.tags or {}),
-            tuple(found.aliases or ()),
         )
 
     def set_model_version_tags(self, name: str, version: int, tags: dict[str, str]) -> None:
@@ -294,7 +291,6 @@ class Registry:
                         run.info.status,
                         run.info.start_time,
                         dict(run.data.metrics),
-                        dict(run.data.tags),
                     )
                 )
         return out[:limit]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,7 +101,9 @@ class JsonlTraceSource:
         path = self.directory / HELDOUT
         return path if path.is_file() else None
 
-    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+    def fetch_labels(
+        self, name: str, since: datetime | None, have: Collection[str] = ()
+    ) -> TraceBatch:
         since = as_utc(since)
         batch = TraceBatch()
         scores = self.directory / SCORES
@@ -111,7 +113,9 @@ class JsonlTraceSource:
                 for a in _records(scores, annotation_from_score, batch.skipped)
                 if a.is_human and a.name == name and (since is None or a.timestamp >= since)
             ]
-        wanted = {a.trace_id for a in batch.annotations}
+        wanted = {a.trace_id for a in batch.annotations} - set(have)
+        if not wanted:  # the usual night: its labels are on its own traces
+            return batch
         batch.traces = [
             t
             for t in _records(self._observations(), trace_from_observation, batch.skipped)

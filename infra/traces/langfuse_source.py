@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -87,11 +87,13 @@ class LangfuseTraceSource:
             examples.append(Example(item.id, item.input, reference, metadata))
         return examples
 
-    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+    def fetch_labels(
+        self, name: str, since: datetime | None, have: Collection[str] = ()
+    ) -> TraceBatch:
         with api_errors("could not be read"):
-            return self._fetch_labels(name, as_utc(since))
+            return self._fetch_labels(name, as_utc(since), set(have))
 
-    def _fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+    def _fetch_labels(self, name: str, since: datetime | None, have: set[str]) -> TraceBatch:
         batch = TraceBatch()
         scores = _pages(
             self._api.scores.get_many,
@@ -105,8 +107,8 @@ class LangfuseTraceSource:
             score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
             if score is not None and score.is_human and score.name == name:
                 batch.annotations.append(score)
-        # each labelled trace by id, whatever its age: a few per night
-        for trace_id in sorted({a.trace_id for a in batch.annotations}):
+        # each labelled trace the caller lacks by id, whatever its age: a few per night
+        for trace_id in sorted({a.trace_id for a in batch.annotations} - have):
             batch.traces += self._generations(batch, None, OBSERVATION_PAGE, trace_id=trace_id)
         return batch
 

@@ -3,6 +3,7 @@ the judge's label requests and scores go back to."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,9 +51,12 @@ class TraceSource(Protocol):
         and the scores on those traces."""
         ...
 
-    def fetch_labels(self, name: str, since: datetime | None) -> TraceBatch:
+    def fetch_labels(
+        self, name: str, since: datetime | None, have: Collection[str] = ()
+    ) -> TraceBatch:
         """Human annotations named `name` made at or after `since` (all when None), and the
-        traces they are on, however old: a label added days after its trace is read."""
+        traces they are on, however old (a label added days after its trace is read), but
+        those in `have`: the caller holds them already."""
         ...
 
     def heldout_file(self) -> Path | None:
