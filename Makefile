@@ -35,11 +35,13 @@ bench-lm: install
 bench-demo: install
 	$(BIN)/python benchmarks/demo.py
 
-# gepa_opt beside upstream gepa (the `bench` extra, installed here only if missing)
+# gepa_opt beside upstream gepa (the `bench` extra, installed here only if missing): the
+# search that needs depth (minutes, no LM), then the demo task on the local model
 bench-gepa: install
 	$(BIN)/python -c "import gepa" 2>/dev/null || \
 		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
-	$(BIN)/python benchmarks/gepa_vs_upstream.py
+	$(BIN)/python -m benchmarks.gepa_vs_upstream --task depth --settings latency --seeds 0 1 2 3 4
+	$(BIN)/python -m benchmarks.gepa_vs_upstream --task demo
 
 # the pairwise judge aligned on MT-Bench human preferences, beside MLflow's judge.align
 # (dspy comes with the `bench` extra, installed here only if missing)

@@ -1,29 +1,26 @@
-"""gepa_opt beside upstream gepa 0.1.4: time to the same quality, same task, LM, budget, seeds.
+"""gepa_opt beside upstream gepa 0.1.4: time to the same quality, same task, budget, seeds.
 
 Engines (one invocation runs them side by side):
   A  upstream gepa 0.1.4, default: one mutation per step, W-thread parallel batch evaluation
   B  upstream gepa 0.1.4, `PxNSampling(P, N)` + `BestImprovement` selection (`--shape`)
-  C  gepa_opt, `GEPAConfig(proposal_shape=--shape, max_concurrency=W)`
-  D  gepa_opt, `proposal_shape="auto"` (the shape the runtime model picks for W)
+  C  gepa_opt, `GEPAConfig(proposal_shape=--shape, max_concurrency=W)`, defaults otherwise
+  D  gepa_opt, `proposal_shape="auto"` (the runtime model picks and re-picks the shape)
+  more gepa_opt arms with `--variant NAME=field:value,...` (GEPAConfig fields on top of
+  C's), e.g. `--variant E=in_flight:fill F=parent_pruning:coverage G=use_merge:true`.
 
-Task: the demo agent (`infra/agents/intent_router.py`) with its two prompt components
-(instructions, example turns), on the requests of `infra/traces/demo_data/heldout.jsonl`,
-split by `--split-seed` into train / val / test (28 / 28 / 84: 4 / 4 / 12 per intent). The
-metric needs no judge, so both libraries see exactly the same one: 1.0 if the first intent
-the reply names is the true intent, else 0.0, with feedback naming the right intent.
-Defaults shared by both libraries: minibatch 3, Pareto candidate selection, round-robin
-components, skip perfect parents, the paper's meta-prompt for the instructions (both ship
-the same text and record rendering). The example turns get their own template and
-records, given to both libraries alike (`EXAMPLE_TURNS_TEMPLATE`): each record leads with
-the right turn as `request => label`, and the template asks for the list of turns back.
+Tasks (`--task`):
+  demo   the demo agent's two prompt components on the local 135M model, which is also the
+         reflection LM (`benchmarks/intent_task.py`); an exact-match metric, no judge.
+  depth  rule ladders found one rung per accepted generation, with a scripted reflection
+         model and no LM (`benchmarks/depth_task.py`): a search that needs depth, where an
+         engine that spends its proposals on siblings ends low.
 
-LM: the local model (`LocalLM()`, default settings) is both the agent and the reflection
-LM (200 tokens, temperature 0.7, a fresh sampling seed per call drawn from the run's seed).
-Settings: `local` (the model as is) and `latency` (each call first sleeps a lognormal
-delay, median `--median-latency` s, sigma `--latency-sigma`: a remote API). W = `--workers`
-LM-bound calls in flight, in both settings.
+Settings: `local` (calls as fast as the task runs them) and `latency` (each metric and each
+reflection call first sleeps a lognormal delay, median `--median-latency` s, or
+`--reflection-latency` s for reflections, sigma `--latency-sigma`: a remote API). W =
+`--workers` LM-bound calls in flight, in both settings.
 
-How upstream (synchronous) is wired: every async LM call runs on one event loop in a
+How upstream (synchronous) is wired: every async call runs on one event loop in a
 background thread (`asyncio.run_coroutine_threadsafe`); the adapter's `batch_evaluate`
 and `evaluate` fan each (candidate, example) pair out to a pool of W threads, and the
 reflection LM's `batch_complete` (which upstream uses for the several reflections of a
@@ -33,33 +30,29 @@ thread-seconds of that pool over W x wall seconds; gepa_opt reports its own
 
 Metric calls and reflection calls are counted in the shared harness, identically for all
 engines; overshoot is calls used past `--budget` (upstream checks its budget only between
-steps; gepa_opt starts a proposal only if its worst case, 2 minibatches + the valset, still
-fits, so a budget under seed valset + that worst case, e.g. 40 with a 28-example valset,
-runs no proposal at all). best_val is the library's own val score of its best candidate,
-ref_val the referee's (below), test that candidate on the test split (raw LM, untimed).
+steps; gepa_opt starts a proposal only if its worst case still fits). best_val is the
+library's own val score of its best candidate, ref_val the referee's (below), test that
+candidate on the test split (untimed), depth the generations on its lineage from the seed.
 
 Time to quality: each engine records a timeline of (seconds since its `optimize` call,
 the candidate it would return if stopped then: its own best on val), one point whenever a
 candidate enters its pool: for gepa_opt at each `FrontierChanged` event (`on_event`), for
-upstream at each `on_valset_evaluated` callback (the seed and every accepted candidate,
-fired right after its valset evaluation). Those candidates are then scored by one referee
-pass on val (the raw LM, untimed, cached by the candidate's texts, shared by all engines:
-`ref_val`). An engine's own val scores cannot be compared across runs: the local engine's
-bf16 results depend on which requests share a batch (greedy tokens of the same request
-differ alone and in a batch), so the same candidate scored .200 in one run and .233 in
-another. The bar for a setting+seed is the referee score of A's final best candidate; if
-that is not above the seed's, the best referee score any engine's final candidate got
-(printed when so). An engine's time to quality is the first timeline point whose
-candidate's referee score reaches the bar; per setting the ratios C/A, C/B (D/A, D/B) are
-of the mean time to quality over the seeds where both engines reached the bar. Since one
-lucky proposal decides "reached or never" in a seed, each setting also averages every
-engine's referee curve over the seeds (what it would return if stopped at t) and reads
-the time that mean curve first reaches A's mean final ref_val. `--json` writes every run,
-timelines and candidates included.
+upstream at each `on_valset_evaluated` callback. Those candidates are then scored by one
+referee pass on val (untimed, cached by the candidate's texts, shared by all engines:
+`ref_val`), so the same text gets the same number whichever engine found it. The bar for a
+setting+seed is the referee score of A's final best candidate; if that is not above the
+seed's, the best referee score any engine's final candidate got (printed when so). An
+engine's time to quality is the first timeline point whose candidate's referee score
+reaches the bar; per setting the ratios against A and B are of the mean time to quality
+over the seeds where both engines reached the bar. Since one lucky proposal decides
+"reached or never" in a seed, each setting also averages every engine's referee curve over
+the seeds (what it would return if stopped at t) and reads the time that mean curve first
+reaches A's mean final ref_val. `--json` writes every run, timelines and candidates
+included; `--report` prints the report of such a file again.
 
-    .venv/bin/python benchmarks/gepa_vs_upstream.py [--budget 200] [--seeds 0 1 2]
-        [--settings local latency] [--engines A B C D] [--workers 8] [--shape 2x2]
-        [--median-latency 1.0] [--latency-sigma 0.5] [--json runs.json]
+    .venv/bin/python -m benchmarks.gepa_vs_upstream --task depth [--budget 600]
+        [--seeds 0 1 2 3 4] [--settings latency] [--engines A B C D] [--workers 8]
+        [--shape 2x2] [--median-latency 0.2] [--variant E=in_flight:fill] [--json runs.json]
 """
 
 from __future__ import annotations
@@ -74,215 +67,126 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from statistics import fmean, stdev
-from typing import Any
+from typing import Any, Protocol
 
-import infra.traces
-from flows.collect import load_heldout
+from benchmarks.depth_task import DepthTask
 from gepa_opt import EvaluationBatch, FrontierChanged, GEPAConfig, GEPAEngine, ProposalShape
 from gepa_opt.meta_prompt import CURRENT_INSTRUCTIONS, EXAMPLES
 from gepa_opt.runtime_model import CallLatency, Schedule, predict_wall_s
-from infra.agents.intent_router import LABELS, IntentRouter, parse_intent
-from infra.lm import LM, Completion
-from infra.lm.local import LocalLM
-from infra.settings import AgentOptSettings
-from infra.types import Example
 
-HELDOUT = Path(infra.traces.__file__).parent / "demo_data" / "heldout.jsonl"
-ENGINES = {
+BASE_ENGINES = {
     "A": "upstream 1x1",
     "B": "upstream {shape} best",
     "C": "ours {shape}",
     "D": "ours auto",
 }
+TASK_DEFAULTS = {  # budget, median latency (s)
+    "demo": (200, 1.0),
+    "depth": (600, 0.2),
+}
 
-# ---------------------------------------------------------------------------------------
-# The task
-# ---------------------------------------------------------------------------------------
 
+class BenchTask(Protocol):
+    """What a task gives the harness (`intent_task.IntentTask`, `depth_task.DepthTask`)."""
 
-@dataclass(frozen=True)
-class Task:
-    train: list[Example]
-    val: list[Example]
-    test: list[Example]
+    name: str
+    train: list[Any]
+    val: list[Any]
+    test: list[Any]
     seed_prompts: dict[str, str]
+    templates: dict[str, str]
+    """Per component, a meta-prompt in gepa_opt's placeholders (the paper's where none)."""
+
+    def example_id(self, example: Any) -> str: ...
+
+    async def rollout(self, example: Any, candidate: dict[str, str]) -> Any:
+        """A trajectory with `.output`, `.score` (and whatever its records need)."""
+        ...
+
+    def reflective_dataset(self, trajectories: list[Any], components: list[str]) -> dict: ...
+
+    def reflector(self, seed: int) -> Callable[[str], Awaitable[str]]: ...
 
 
-def load_task(n_train: int, n_val: int, split_seed: int) -> Task:
-    """The labelled demo requests, shuffled once by a fixed seed within each intent and
-    dealt one intent at a time, then cut in three: every split holds the intents alike
-    (a plain shuffle left val with no playlist request and 8 of 30 searches)."""
-    rng = random.Random(split_seed)
-    by_intent: dict[str, list[Example]] = {}
-    for example in sorted(load_heldout(HELDOUT), key=lambda e: e.id):
-        by_intent.setdefault(example.reference, []).append(example)
-    for group in by_intent.values():
-        rng.shuffle(group)
-    groups = [by_intent[intent] for intent in sorted(by_intent)]
-    examples = [
-        group[i] for i in range(max(map(len, groups))) for group in groups if i < len(group)
-    ]
-    train, val = examples[:n_train], examples[n_train : n_train + n_val]
-    test = examples[n_train + n_val :]
-    if not test:
-        raise SystemExit(f"{len(examples)} examples leave no test split after {n_train}+{n_val}")
-    return Task(train, val, test, IntentRouter().seed_prompts())
-
-
-def judge_reply(example: Example, output: str) -> tuple[float, str]:
-    """Exact match of the predicted intent, and feedback that names the right one."""
-    want = LABELS[example.reference]
-    got = parse_intent(output)
-    if got == example.reference:
-        return 1.0, f"Correct: this is a '{want}' request."
-    named = f"named '{LABELS[got]}'" if got else "named no label"
-    return 0.0, (
-        f"Wrong: the reply {named}; the right label is '{want}'. The reply must name "
-        f"exactly one of: {', '.join(LABELS.values())}."
-    )
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One rollout with its score and feedback: the trajectory both libraries reflect on."""
-
-    example: Example
-    output: str
-    score: float
-    feedback: str
-
-    def record(self) -> dict[str, str]:
-        """The paper's record: what the instructions are reflected on."""
-        return {
-            "Inputs": self.example.inputs["request"],
-            "Generated Outputs": self.output,
-            "Feedback": self.feedback,
-        }
-
-    def example_turn_record(self) -> dict[str, str]:
-        """The same evidence for the example turns, led by the right turn in their own
-        `request => label` format (the feedback already names the label)."""
-        turn = f"{self.example.inputs['request']} => {LABELS[self.example.reference]}"
-        return {
-            "Right example turn": turn,
-            "Assistant's reply": self.output,
-            "Feedback": self.feedback,
-        }
-
-
-# The example turns are a list, not an instruction: the paper's meta-prompt asks for "a new
-# instruction", which a 135M reflection LM answers with prose that holds no turn at all.
-# Both libraries get this template for that component, the paper's for the instructions.
-EXAMPLE_TURNS_TEMPLATE = f"""I gave an assistant these example turns, one per line as `request => label`:
-```
-{CURRENT_INSTRUCTIONS}
-```
-
-These requests were answered wrongly or rightly; each shows its right example turn:
-```
-{EXAMPLES}
-```
-
-Write the new list of example turns, one per line as `request => label`: the turns you have, plus the right turns above.
-
-Provide the new list within ``` blocks."""  # noqa: E501
-COMPONENT_TEMPLATES = {"examples": EXAMPLE_TURNS_TEMPLATE}
-
-
-def upstream_templates() -> dict[str, str]:
+def upstream_templates(templates: dict[str, str]) -> dict[str, str]:
     """The same templates in upstream's placeholders (it renders records identically)."""
     return {
         component: template.replace(CURRENT_INSTRUCTIONS, "<curr_param>").replace(
             EXAMPLES, "<side_info>"
         )
-        for component, template in COMPONENT_TEMPLATES.items()
-    }
-
-
-def reflective_dataset(trajectories: list[Scored], components: list[str]) -> dict[str, list]:
-    return {
-        component: [
-            s.example_turn_record() if component == "examples" else s.record() for s in trajectories
-        ]
-        for component in components
+        for component, template in templates.items()
     }
 
 
 # ---------------------------------------------------------------------------------------
-# LMs, and the harness both libraries call through
+# The harness both libraries call through
 # ---------------------------------------------------------------------------------------
 
 
-class LatencyLM:
-    """An LM behind a remote-API-like delay: each call first sleeps a lognormal time."""
+@dataclass(frozen=True)
+class Latency:
+    """A remote API's delay: each call first sleeps a lognormal time."""
 
-    def __init__(self, inner: LM, median_s: float, sigma: float, rng: random.Random):
-        self.inner, self.mu, self.sigma, self.rng = inner, math.log(median_s), sigma, rng
+    metric_median_s: float
+    reflection_median_s: float
+    sigma: float
 
-    async def complete(self, messages: list[dict[str, str]], **params: Any) -> Completion:
-        await asyncio.sleep(self.rng.lognormvariate(self.mu, self.sigma))
-        return await self.inner.complete(messages, **params)
-
-    async def complete_batch(self, batch: list[list[dict[str, str]]], **params) -> list:
-        return list(await asyncio.gather(*(self.complete(m, **params) for m in batch)))
+    def sample(self, rng: random.Random, reflection: bool) -> float:
+        median = self.reflection_median_s if reflection else self.metric_median_s
+        return rng.lognormvariate(math.log(median), self.sigma) if median > 0 else 0.0
 
 
 class Harness:
-    """The agent, its metric and the reflection LM, counting what each run spends.
+    """The task's rollouts and reflections, counting what each run spends.
 
     All counting happens in coroutines on the one event loop, so it needs no lock.
     """
 
-    def __init__(self, lm: LM, seed: int, settings: AgentOptSettings):
-        self.lm, self.seed = lm, seed
-        self.agent = IntentRouter()
-        self.max_tokens, self.reflection_max_tokens = (
-            settings.max_tokens,
-            settings.reflection_max_tokens,
-        )
+    def __init__(self, task: BenchTask, seed: int, latency: Latency | None = None):
+        self.task, self.seed, self.latency = task, seed, latency
+        self._rng = random.Random(f"latency:{seed}")
+        self._reflect = task.reflector(seed)
         self.metric_calls = 0
         self.reflection_calls = 0
         self.metric_s = 0.0  # summed latency of each kind of call, for the runtime model
         self.reflection_s = 0.0
 
-    async def rollout(self, example: Example, candidate: dict[str, str]) -> Scored:
+    async def _delay(self, reflection: bool) -> None:
+        if self.latency is not None:
+            await asyncio.sleep(self.latency.sample(self._rng, reflection))
+
+    async def rollout(self, example: Any, candidate: dict[str, str]) -> Any:
         self.metric_calls += 1
         start = time.monotonic()
-        run = await self.agent.run(
-            example, candidate, self.lm, max_tokens=self.max_tokens, temperature=0.0
-        )
+        await self._delay(reflection=False)
+        scored = await self.task.rollout(example, candidate)
         self.metric_s += time.monotonic() - start
-        return Scored(example, run.output, *judge_reply(example, run.output))
+        return scored
 
-    async def rollouts(self, examples: list[Example], candidate: dict[str, str]) -> list[Scored]:
+    async def rollouts(self, examples: list[Any], candidate: dict[str, str]) -> list[Any]:
         return list(await asyncio.gather(*(self.rollout(x, candidate) for x in examples)))
 
     async def reflect(self, prompt: str) -> str:
-        """A fresh sampling seed per call: N children of one parent must not all coincide."""
         self.reflection_calls += 1
         start = time.monotonic()
-        completion = await self.lm.complete(
-            [{"role": "user", "content": prompt}],
-            max_tokens=self.reflection_max_tokens,
-            temperature=0.7,
-            seed=self.seed * 1_000_003 + self.reflection_calls,
-        )
+        await self._delay(reflection=True)
+        text = await self._reflect(prompt)
         self.reflection_s += time.monotonic() - start
-        return completion.text
+        return text
 
-    def latency(self) -> CallLatency:
+    def measured_latency(self) -> CallLatency:
         """Mean seconds per metric and per reflection call, as this run measured them."""
         return CallLatency(
-            self.metric_s / max(1, self.metric_calls),
+            max(1e-6, self.metric_s / max(1, self.metric_calls)),
             self.reflection_s / max(1, self.reflection_calls),
         )
 
 
 class LoopThread:
-    """One event loop in a background thread: every LM coroutine of the benchmark runs here."""
+    """One event loop in a background thread: every task coroutine of the benchmark runs here."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -327,14 +231,22 @@ class Run:
     """The runtime model's wall time, from this run's measured latencies."""
     test: float = float("nan")
     ttq_s: float | None = None
+    depth: int = 0
+    """Generations on the final best candidate's lineage (the longest, through merges)."""
 
     @property
     def overshoot(self) -> int:
         return max(0, self.metric_calls - self.budget)
 
 
+def lineage_depth(parents: list[list[int | None]] | list[tuple[int, ...]], idx: int) -> int:
+    """Longest chain of parents from candidate `idx` back to the seed."""
+    known = [p for p in parents[idx] if p is not None]
+    return 1 + max(lineage_depth(parents, p) for p in known) if known else 0
+
+
 # ---------------------------------------------------------------------------------------
-# gepa_opt (C, D)
+# gepa_opt (C, D and variants)
 # ---------------------------------------------------------------------------------------
 
 
@@ -345,7 +257,7 @@ class OursAdapter:
         self.harness = harness
 
     async def evaluate(
-        self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
+        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
         scored = await self.harness.rollouts(batch, candidate)
         return EvaluationBatch(
@@ -357,13 +269,14 @@ class OursAdapter:
     async def make_reflective_dataset(
         self, candidate: dict[str, str], eval_batch: EvaluationBatch, components: list[str]
     ) -> dict[str, list]:
-        return reflective_dataset(eval_batch.trajectories or [], components)
+        return self.harness.task.reflective_dataset(eval_batch.trajectories or [], components)
 
 
 async def run_ours(
-    harness: Harness, task: Task, seed: int, budget: int, workers: int, shape: str
-) -> tuple[Any, list[tuple[float, float]], float, str]:
-    """(result, timeline of (seconds, best index), wall seconds, shape used) of one run."""
+    harness: Harness, seed: int, budget: int, workers: int, overrides: dict[str, Any]
+) -> tuple[Any, list[tuple[float, int]], float, str]:
+    """(result, timeline of (seconds, best index), wall seconds, shapes used) of one run."""
+    task = harness.task
     timeline: list[tuple[float, int]] = []
     start = time.monotonic()
 
@@ -374,9 +287,9 @@ async def run_ours(
     config = GEPAConfig(
         max_metric_calls=budget,
         max_concurrency=workers,
-        proposal_shape=shape,
         seed=seed,
-        component_prompt_templates=COMPONENT_TEMPLATES,
+        component_prompt_templates=task.templates,
+        **overrides,
     )
     engine = GEPAEngine(
         task.seed_prompts,
@@ -385,11 +298,11 @@ async def run_ours(
         OursAdapter(harness),
         harness.reflect,
         config,
-        example_id=lambda ex: ex.id,
+        example_id=task.example_id,
         on_event=on_event,
     )
     result = await engine.run()
-    return result, timeline, time.monotonic() - start, str(engine.shape)
+    return result, timeline, time.monotonic() - start, engine.shapes_used()
 
 
 # ---------------------------------------------------------------------------------------
@@ -433,10 +346,10 @@ class UpstreamAdapter:
     def __init__(self, harness: Harness, slots: ThreadSlots):
         self.harness, self.slots = harness, slots
 
-    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Example]]]) -> list:
+    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Any]]]) -> list:
         from gepa import EvaluationBatch as UpstreamBatch
 
-        def call(candidate: dict[str, str], example: Example) -> Callable[[], Awaitable[Scored]]:
+        def call(candidate: dict[str, str], example: Any) -> Callable[[], Awaitable[Any]]:
             return lambda: self.harness.rollout(example, candidate)
 
         flat = self.slots.map([call(c, x) for c, batch in items for x in batch])
@@ -453,7 +366,7 @@ class UpstreamAdapter:
         return results
 
     def evaluate(
-        self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
+        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
     ) -> Any:
         (result,) = self.batch_evaluate([(candidate, batch)])
         if not capture_traces:
@@ -463,7 +376,8 @@ class UpstreamAdapter:
     def make_reflective_dataset(
         self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
     ) -> dict[str, list]:
-        return reflective_dataset(eval_batch.trajectories or [], components_to_update)
+        trajectories = eval_batch.trajectories or []
+        return self.harness.task.reflective_dataset(trajectories, components_to_update)
 
 
 class UpstreamReflectionLM:
@@ -509,12 +423,11 @@ class QuietLogger:
 def run_upstream(
     harness: Harness,
     loop: LoopThread,
-    task: Task,
     seed: int,
     budget: int,
     workers: int,
     shape: tuple[int, int] | None,
-) -> tuple[Any, list[tuple[float, float]], float, float]:
+) -> tuple[Any, list[tuple[float, dict[str, str]]], float, float]:
     """(result, timeline, wall seconds, utilization) of one upstream run; `shape` None = A."""
     try:
         import gepa
@@ -524,6 +437,7 @@ def run_upstream(
         raise SystemExit(
             "engines A and B need upstream gepa: .venv/bin/pip install -e '.[bench]'"
         ) from err
+    task = harness.task
     strategies = {}
     if shape is not None:
         strategies = {
@@ -542,7 +456,7 @@ def run_upstream(
             reflection_lm=UpstreamReflectionLM(harness, slots),
             max_metric_calls=budget,
             seed=seed,
-            reflection_prompt_template=upstream_templates(),
+            reflection_prompt_template=upstream_templates(task.templates),
             logger=QuietLogger(),
             callbacks=[timeline],
             **strategies,
@@ -558,43 +472,72 @@ def run_upstream(
 # ---------------------------------------------------------------------------------------
 
 
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """`NAME=field:value,field:value` -> (NAME, GEPAConfig overrides); values are JSON
+    where they parse as JSON (true, 2, "x"), else strings."""
+    name, _, spec = text.partition("=")
+    known = {f.name for f in fields(GEPAConfig)}
+    overrides: dict[str, Any] = {}
+    for item in filter(None, spec.split(",")):
+        key, _, raw = item.partition(":")
+        if key not in known:
+            raise SystemExit(f"--variant {text!r}: {key!r} is not a GEPAConfig field")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    if not name or name in BASE_ENGINES:
+        raise SystemExit(f"--variant {text!r}: name it with a letter other than A-D")
+    return name, overrides
+
+
 @dataclass
 class Bench:
     args: argparse.Namespace
     loop: LoopThread
-    lm: LM
-    task: Task
-    settings: AgentOptSettings = field(default_factory=AgentOptSettings)
+    task: BenchTask
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     _scores: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def harness(self, setting: str, seed: int) -> Harness:
-        lm = self.lm
+        args = self.args
+        latency = None
         if setting == "latency":
-            rng = random.Random(f"latency:{seed}")
-            lm = LatencyLM(self.lm, self.args.median_latency, self.args.latency_sigma, rng)
-        return Harness(lm, seed, self.settings)
+            reflection = args.reflection_latency
+            latency = Latency(
+                args.median_latency,
+                args.median_latency if reflection is None else reflection,
+                args.latency_sigma,
+            )
+        return Harness(self.task, seed, latency)
+
+    def label(self, engine: str) -> str:
+        if engine in BASE_ENGINES:
+            return BASE_ENGINES[engine].format(shape=self.args.shape)
+        spec = ",".join(f"{k}={v}" for k, v in self.variants[engine].items())
+        return f"ours {self.args.shape} {spec}"
 
     def run(self, engine: str, setting: str, seed: int) -> Run:
         args, harness = self.args, self.harness(setting, seed)
-        label = ENGINES[engine].format(shape=args.shape)
+        label = self.label(engine)
         if engine in ("A", "B"):
             shape = None if engine == "A" else _parse_shape(args.shape)
             used_shape = "1x1" if engine == "A" else args.shape
             result, timeline, wall, util = run_upstream(
-                harness, self.loop, self.task, seed, args.budget, args.workers, shape
+                harness, self.loop, seed, args.budget, args.workers, shape
             )
             best_val = result.val_aggregate_scores[result.best_idx]
             seed_val = result.val_aggregate_scores[0]
         else:
-            shape = args.shape if engine == "C" else "auto"
-            result, timeline, wall, used = self.loop.run(
-                run_ours(harness, self.task, seed, args.budget, args.workers, shape)
+            overrides = {"proposal_shape": "auto" if engine == "D" else args.shape}
+            overrides.update(self.variants.get(engine, {}))
+            result, points, wall, used_shape = self.loop.run(
+                run_ours(harness, seed, args.budget, args.workers, overrides)
             )
-            label = f"ours auto={used}" if engine == "D" else label
-            used_shape = used
+            label = f"ours auto={used_shape}" if engine == "D" else label
             best_val, util = result.best_score, result.worker_utilization
             seed_val = result.val_aggregate_scores[0]
-            timeline = [(t, dict(result.candidates[i])) for t, i in timeline]
+            timeline = [(t, dict(result.candidates[i])) for t, i in points]
         run = Run(
             engine=engine,
             label=f"{engine} {label}",
@@ -610,6 +553,7 @@ class Bench:
             best_candidate=dict(result.best_candidate),
             timeline=timeline,
             seed_val=seed_val,
+            depth=lineage_depth(result.parents, result.best_idx),
         )
         run.test = self.score(run.best_candidate, "test")
         run.ref_val = self.score(run.best_candidate, "val")
@@ -619,26 +563,26 @@ class Bench:
     def predicted_s(self, engine: str, harness: Harness, candidates: int, shape: str) -> float:
         """The runtime model's wall time for this run, from its own measured call latencies
         and acceptance rate (accepted children per reflection): upstream waits at a barrier
-        after every stage, gepa_opt keeps up to W proposals in flight."""
-        ours = engine in ("C", "D")
+        after every stage, gepa_opt's proposals run without one."""
+        ours = engine not in ("A", "B")
+        shape = shape.split(">")[-1]  # an auto run's last shape
         return predict_wall_s(
             ProposalShape.parse(shape),
-            harness.latency(),
+            harness.measured_latency(),
             self.args.workers,
             self.args.budget,
             minibatch_size=GEPAConfig().reflection_minibatch_size,
             valset_size=len(self.task.val),
             acceptance_rate=min(1.0, (candidates - 1) / max(1, harness.reflection_calls)),
             schedule=Schedule.BARRIER_FREE if ours else Schedule.BARRIER,
-            max_in_flight=self.args.workers if ours else None,
         ).wall_s
 
     def score(self, candidate: dict[str, str], split: str) -> float:
-        """The candidate on the test split, or the referee pass on val: the raw LM,
-        untimed, once per candidate's texts, whichever engine asks."""
+        """The candidate on the test split, or the referee pass on val: the task's own
+        rollouts, untimed, once per candidate's texts, whichever engine asks."""
         key = (split, json.dumps(candidate, sort_keys=True))
         if key not in self._scores:
-            harness = Harness(self.lm, 0, self.settings)
+            harness = Harness(self.task, 0)
             examples = self.task.test if split == "test" else self.task.val
             scored = self.loop.run(harness.rollouts(examples, candidate))
             self._scores[key] = fmean(s.score for s in scored)
@@ -682,6 +626,7 @@ def time_to_quality(referee: list[tuple[float, float]], bar: float) -> float | N
 HEADER = (
     f"{'engine':<22}{'setting':<9}{'seed':>4}{'wall_s':>8}{'pred_s':>8}{'calls':>7}{'over':>6}"
     f"{'refl':>6}{'util':>6}{'seed_val':>9}{'best_val':>9}{'ref_val':>8}{'test':>7}{'ttq_s':>8}"
+    f"{'depth':>6}"
 )
 
 
@@ -692,6 +637,7 @@ def row(run: Run) -> str:
         f"{run.metric_calls:>7}"
         f"{run.overshoot:>6}{run.reflection_calls:>6}{run.utilization:>6.2f}"
         f"{run.seed_val:>9.3f}{run.best_val:>9.3f}{run.ref_val:>8.3f}{run.test:>7.3f}{ttq:>8}"
+        f"{run.depth:>6}"
     )
 
 
@@ -740,15 +686,15 @@ def _sd(values: list[float]) -> float:
 
 def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     print(f"\n== {setting}: time to quality, per seed (means over seeds where both reached) ==")
-    engines = [e for e in ENGINES if any(e in g for g in groups)]
+    engines = sorted({e for g in groups for e in g})
+    pairs = [(n, d) for n in engines if n not in ("A", "B") for d in ("A", "B") if d in engines]
     for engine in engines:
         times = [g[engine].ttq_s for g in groups if engine in g]
         reached = [t for t in times if t is not None]
         mean = f"{fmean(reached):.1f} s" if reached else "never"
         print(f"  {engine}: {mean} (reached the bar in {len(reached)}/{len(times)} seeds)")
-    for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
-        if num in engines and den in engines:
-            print(ratio(groups, num, den))
+    for num, den in pairs:
+        print(ratio(groups, num, den))
     # One lucky or unlucky seed decides "reached or never" above; the seed-averaged curve
     # asks the same question of each engine's expected quality over time.
     curves = {e: mean_curve([g[e] for g in groups if e in g]) for e in engines}
@@ -763,12 +709,15 @@ def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
         print(
             f"  {e}: final ref_val {finals[e]:.3f} ± {_sd([r.ref_val for r in runs]):.3f}, "
             f"test {fmean(r.test for r in runs):.3f} ± {_sd([r.test for r in runs]):.3f} "
-            f"(mean ± sd over seeds), reaches the bar at {reached}"
+            f"(mean ± sd over seeds), depth {fmean(r.depth for r in runs):.1f}, "
+            f"wall {fmean(r.wall_s for r in runs):.1f} s, util "
+            f"{fmean(r.utilization for r in runs):.2f}, over {max(r.overshoot for r in runs)}, "
+            f"reaches the bar at {reached}"
         )
-    for num, den in (("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")):
-        if num in ttq and den in ttq and ttq[num] is not None and ttq[den] is not None:
+    for num, den in pairs:
+        if ttq[num] is not None and ttq[den] is not None:
             print(f"  {num}/{den} time to quality: {ttq[num] / ttq[den]:.2f}")
-        elif num in ttq and den in ttq:
+        else:
             print(f"  {num}/{den} time to quality: n/a ({num if ttq[num] is None else den} never)")
 
 
@@ -779,24 +728,50 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--budget", type=int, default=200, help="metric calls per run")
+    parser.add_argument("--task", choices=list(TASK_DEFAULTS), default="demo")
+    parser.add_argument("--budget", type=int, help="metric calls per run (demo 200, depth 600)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
         "--settings", nargs="+", default=["local", "latency"], choices=["local", "latency"]
     )
-    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    parser.add_argument("--engines", nargs="+", default=list(BASE_ENGINES))
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="another gepa_opt arm: NAME=field:value,... (GEPAConfig fields over C's)",
+    )
     parser.add_argument("--workers", type=int, default=8, help="W: LM-bound calls in flight")
     parser.add_argument("--shape", default="2x2", help="PxN of engines B and C")
-    parser.add_argument("--median-latency", type=float, default=1.0, help="seconds")
+    parser.add_argument("--median-latency", type=float, help="seconds (demo 1.0, depth 0.2)")
+    parser.add_argument(
+        "--reflection-latency", type=float, help="median seconds of a reflection call"
+    )
     parser.add_argument("--latency-sigma", type=float, default=0.5)
-    parser.add_argument("--n-train", type=int, default=28)
-    parser.add_argument("--n-val", type=int, default=28)
+    parser.add_argument("--n-train", type=int, help="demo 28, depth 40")
+    parser.add_argument("--n-val", type=int, help="demo 28, depth 24")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write every run (timelines too) here")
     parser.add_argument(
         "--report", type=Path, help="print the report of runs a --json file holds; run nothing"
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    budget, latency = TASK_DEFAULTS[args.task]
+    args.budget = args.budget or budget
+    args.median_latency = latency if args.median_latency is None else args.median_latency
+    return args
+
+
+def make_task(args: argparse.Namespace) -> tuple[BenchTask, Callable[[], None]]:
+    """The task, and what closes it (the demo task holds the local model)."""
+    sizes = {k: v for k, v in (("n_train", args.n_train), ("n_val", args.n_val)) if v}
+    if args.task == "depth":
+        return DepthTask(split_seed=args.split_seed, **sizes), lambda: None
+    from benchmarks.intent_task import IntentTask
+    from infra.lm.local import LocalLM
+
+    lm = LocalLM()
+    return IntentTask(lm, split_seed=args.split_seed, **sizes), lm.close
 
 
 def report_saved(path: Path) -> None:
@@ -818,15 +793,22 @@ def main() -> None:
     args = parse_args()
     if args.report:
         return report_saved(args.report)
-    engines = sorted(set(args.engines))  # A first: its final score is the others' bar
-    task = load_task(args.n_train, args.n_val, args.split_seed)
+    variants = dict(parse_variant(v) for v in args.variant)
+    engines = sorted(set(args.engines) | set(variants))  # A first: its score is the bar
+    unknown = sorted(set(engines) - set(BASE_ENGINES) - set(variants))
+    if unknown:
+        raise SystemExit(f"--engines {unknown}: not A-D and no --variant of that name")
+    task, close = make_task(args)
+    latency = f"median {args.median_latency} s"
+    if args.reflection_latency is not None:
+        latency += f" (reflections {args.reflection_latency} s)"
     print(
-        f"task: {len(task.train)} train / {len(task.val)} val / {len(task.test)} test; "
-        f"budget {args.budget}, W={args.workers}, shape {args.shape}, engines {engines}; "
-        f"latency lognormal median {args.median_latency} s, sigma {args.latency_sigma}"
+        f"task {task.name}: {len(task.train)} train / {len(task.val)} val / "
+        f"{len(task.test)} test; budget {args.budget}, W={args.workers}, shape {args.shape}, "
+        f"engines {engines}; latency lognormal {latency}, sigma {args.latency_sigma}"
     )
-    loop, lm = LoopThread(), LocalLM()
-    bench = Bench(args, loop, lm, task)
+    loop = LoopThread()
+    bench = Bench(args, loop, task, variants)
     all_runs: list[Run] = []
     try:
         for setting in args.settings:
@@ -843,7 +825,7 @@ def main() -> None:
                     args.json.write_text(json.dumps([asdict(r) for r in all_runs], indent=1))
             report_setting(setting, groups)
     finally:
-        lm.close()
+        close()
         loop.close()
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import get_args
+from typing import Literal, get_args
 
 from gepa_opt.components import ModuleSelection
+from gepa_opt.in_flight import InFlight
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
-from gepa_opt.pareto import Frontier
+from gepa_opt.pareto import Frontier, Pruning
 from gepa_opt.selection import CandidateSelection
 from gepa_opt.shape import ProposalShape
 from gepa_opt.stopping import StopRules
+
+Siblings = Literal["best", "all"]
 
 
 @dataclass
@@ -64,10 +67,35 @@ class GEPAConfig:
     exactly; set it to what the model server can batch or the API allows."""
 
     proposal_shape: str = "1x1"
-    """"PxN": P parents drawn together, N children each; at least P x N proposals in
-    flight, more (up to max_concurrency) while slots would idle. "1x1" with one slot is
-    the paper's one mutation at a time; wider shapes keep a W-slot pool busy. "auto"
-    picks the shape `runtime_model.auto_shape` predicts fastest for max_concurrency."""
+    """"PxN": P sibling groups in flight, each one parent and one minibatch with N
+    children reflected from them. "1x1" with one slot is the paper's one mutation at a
+    time. "auto" picks the shape `runtime_model.auto_shape` predicts fastest per accepted
+    child from the call latencies and acceptance rate measured so far, and re-decides it
+    before every group."""
+
+    in_flight: InFlight = "shape"
+    """Whether worker slots that would idle start groups beyond the shape's P: "shape"
+    (never) or "front" (only from Pareto-front parents with no group in flight); see
+    `in_flight.py`. "shape" is the default because a budget-bound run pays for every
+    extra group with depth: on the depth benchmark "front" kept the slots busier and
+    ended lower (README, "The optimizer")."""
+
+    siblings: Siblings = "best"
+    """Which children of a group that beat their parent on the minibatch go on to the
+    valset: "best" (the largest gain; upstream's BestImprovement), or "all". One valset
+    pass per group keeps the budget on depth: siblings mostly propose the same step."""
+
+    continue_winners: bool = True
+    """A group whose best child won goes on from that child at once, beside its valset
+    pass, instead of drawing its next parent once the pass is done: each accepted
+    generation then costs the critical path of its minibatches and reflection only. The
+    other groups, and a group whose children all failed, draw parents from the Pareto
+    front as usual. False: every group draws (the paper's Algorithm 1)."""
+
+    parent_pruning: Pruning = "coverage"
+    """Which Pareto-front candidates stay parents (`pareto.py`): "coverage" (upstream's
+    code: drop a candidate while every front it is on holds another survivor) or
+    "dominance" (the paper's text: only one dominated by another single candidate)."""
 
     reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
     """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
@@ -117,6 +145,16 @@ class GEPAConfig:
                 f"GEPAConfig.candidate_selection must be one of {get_args(CandidateSelection)}, "
                 f"got {self.candidate_selection!r}"
             )
+        for name, kind in (
+            ("in_flight", InFlight),
+            ("siblings", Siblings),
+            ("parent_pruning", Pruning),
+        ):
+            if getattr(self, name) not in get_args(kind):
+                raise ValueError(
+                    f"GEPAConfig.{name} must be one of {get_args(kind)}, "
+                    f"got {getattr(self, name)!r}"
+                )
         if self.frontier not in get_args(Frontier):
             raise ValueError(
                 f"GEPAConfig.frontier must be one of {get_args(Frontier)}, got {self.frontier!r}"

@@ -1,12 +1,13 @@
-"""Algorithm 1 of the GEPA paper, run as batched proposals without barriers.
+"""Algorithm 1 of the GEPA paper, run as batched proposals without a global barrier.
 
-Up to P x N proposals (`GEPAConfig.proposal_shape`) are in flight; each runs Algorithm 1's
-body on its own (parent's minibatch, reflection, child's minibatch, acceptance, valset)
-and a new one starts the moment one ends, instead of every stage waiting for the slowest
-call of a step. All LM-bound calls share one pool of `max_concurrency` slots, so the
-pool stays full. Parents and minibatches are drawn when a proposal starts, from the pool
-as it is then; a proposal starts only if its worst-case cost fits beside the work in
-flight, so the budget is never overshot.
+Proposals run in sibling groups (`GEPAConfig.proposal_shape` P x N: P groups, N children
+each): a group draws its parent and minibatch from the pool as it is when it starts, pays
+the parent's minibatch once, reflects N times, judges each child on the minibatch, sends
+its winners (`GEPAConfig.siblings`) to the valset, and the next group starts the moment
+one ends. All LM-bound calls share one pool of `max_concurrency` slots, the oldest
+proposal's calls first; `in_flight.InFlightPolicy` decides whether slots that would still
+idle start more groups. A group starts only if its worst-case cost fits beside the work
+in flight, so the budget is never overshot.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic
@@ -37,6 +39,8 @@ from gepa_opt.events import (
     RejectReason,
     StopReason,
 )
+from gepa_opt.in_flight import InFlightPolicy, Room
+from gepa_opt.journal import CallJournal
 from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
 from gepa_opt.pareto import (
     FrontierKey,
@@ -49,10 +53,10 @@ from gepa_opt.pareto import (
 from gepa_opt.persistence import RunStore
 from gepa_opt.proposer import propose_texts
 from gepa_opt.result import GEPAResult
-from gepa_opt.runtime_model import auto_shape
+from gepa_opt.runtime_model import CallLatency, auto_shape
 from gepa_opt.sampling import EpochSampler
 from gepa_opt.selection import make_candidate_selector
-from gepa_opt.shape import ParentQueue, ProposalShape
+from gepa_opt.shape import ProposalShape
 from gepa_opt.snapshot import restore, snapshot_of
 from gepa_opt.snapshot_json import decode_example_id, encode_example_id
 from gepa_opt.state import GEPAState, ProposalRecord
@@ -64,26 +68,70 @@ from gepa_opt.types import (
     EvaluationBatch,
     ExampleId,
     ReflectionLM,
+    candidate_digest,
 )
 from gepa_opt.workers import WorkerPool
 
 
 @dataclass(frozen=True)
 class _Draw:
-    """The next proposal's parent, components and minibatch."""
+    """The next group's parent and minibatch. A continued group's parent is a winner whose
+    valset pass is still running: its pool index is known once that pass is done."""
 
-    parent_idx: int
-    components: list[str]
+    parent: Candidate
     minibatch: list[Example]
+    parent_index: asyncio.Future[int]
+
+    @property
+    def parent_idx(self) -> int:
+        return self.parent_index.result()
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """A drawn proposal with its iteration number and its reserved budget."""
+    """One proposal of a group: its iteration number, components and reserved budget
+    (the child's minibatch; the parent's is the group's)."""
 
     iteration: int
     draw: _Draw
+    components: list[str]
     reservation: Reservation
+
+
+@dataclass
+class _Trial:
+    """A proposal judged on its minibatch: the child, or why it went no further."""
+
+    plan: _Plan
+    parent_eval: EvaluationBatch
+    child: Candidate | None = None
+    changed: tuple[str, ...] = ()
+    child_eval: EvaluationBatch | None = None
+    reason: RejectReason | None = None
+    paid: int = 0
+    """Metric calls paid for this proposal (the group's parent minibatch: its first)."""
+    candidate_idx: int | None = None
+    admitted: asyncio.Future[int] | None = None
+    """Set when a group continues from this winner: its pool index, once it has one."""
+
+    @property
+    def gain(self) -> float:
+        assert self.child_eval is not None
+        return sum(self.child_eval.scores) - sum(self.parent_eval.scores)
+
+    def record(self, parent_idx: int) -> ProposalRecord:
+        plan = self.plan
+        return ProposalRecord(
+            iteration=plan.iteration,
+            parent_idx=parent_idx,
+            components=tuple(plan.components),
+            minibatch_ids=tuple(i for i, _ in plan.draw.minibatch),
+            parent_scores=tuple(self.parent_eval.scores),
+            child_scores=None if self.child_eval is None else tuple(self.child_eval.scores),
+            reject_reason=self.reason,
+            candidate_idx=self.candidate_idx,
+            metric_calls=self.paid,
+        )
 
 
 async def optimize(
@@ -150,31 +198,86 @@ class GEPAEngine(Generic[DataInst]):
         self._config = config
         self._budget = Budget(config.max_metric_calls)
         self._workers = WorkerPool(config.max_concurrency)
+        self._store = RunStore(config.run_dir) if config.run_dir else None
+        self._journal: CallJournal | None = None  # opened by `run`
         self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
+        self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
+        self._resumed: list[tuple[_Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
+        self._selector = make_candidate_selector(
+            config.candidate_selection, config.epsilon, config.parent_pruning
+        )
         # Separate streams: changing how parents are picked leaves the minibatches alone.
-        self.shape = _resolve_shape(config, len(self._val))
-        self._sampler = sampler = EpochSampler(
+        self._selection_rng = random.Random(f"gepa:{config.seed}:selection")
+        self._sampler = EpochSampler(
             [i for i, _ in self._train],
             config.reflection_minibatch_size,
             random.Random(f"gepa:{config.seed}:minibatch"),
         )
-        self._parents = ParentQueue(
-            self.shape,
-            make_candidate_selector(config.candidate_selection, config.epsilon),
-            random.Random(f"gepa:{config.seed}:selection"),
-            sampler.next_batch,
-        )
+        self._groups = 0  # groups holding a place of the shape
+        self._group_plans: dict[int, list[_Plan]] = {}  # first iteration -> a group in flight
+        # parent's digest -> its groups until they end (valset passes included)
+        self._busy: Counter[str] = Counter()
+        self._continued: list[_Draw] = []  # winners whose next group is due (continue_winners)
+        self._wake = asyncio.Event()  # a group freed its place before its task ended
+        self._proposals_in_flight = 0
+        self._judged = self._improved = 0  # children judged on a minibatch, and beating it
+        self._shapes: list[ProposalShape] = []
+        self._set_shape(self._auto_shape() if config.proposal_shape == "auto" else None)
         self._events = EventBus(on_event)
-        self._store = RunStore(config.run_dir) if config.run_dir else None
         self._frontier: tuple[object, ...] | None = None
         self.state = GEPAState()
 
+    @property
+    def shape(self) -> ProposalShape:
+        """The shape in use now ("auto" re-decides it as measurements come in)."""
+        return self._shapes[-1]
+
+    def shapes_used(self) -> str:
+        """Every shape the run used, in order: "2x1" or, for "auto", e.g. "1x1>1x2"."""
+        return ">".join(str(shape) for shape in self._shapes)
+
+    def _set_shape(self, shape: ProposalShape | None) -> None:
+        config = self._config
+        shape = shape or ProposalShape.parse(config.proposal_shape)
+        if not self._shapes or shape != self.shape:
+            self._shapes.append(shape)
+        self._policy = InFlightPolicy(config.in_flight, shape, config.max_concurrency)
+
+    def _auto_shape(self) -> ProposalShape:
+        """The runtime model's shape for the latencies and acceptance measured so far
+        (equal latencies and an acceptance of 1/2 before anything is measured)."""
+        workers = self._workers
+        metric_s = workers.mean_seconds("metric") or 1.0
+        reflection_s = workers.mean_seconds("reflection")
+        latency = CallLatency(
+            max(metric_s, 1e-6), metric_s if reflection_s is None else reflection_s
+        )
+        # a prior of one acceptance in two, worth two judged children
+        acceptance = (self._improved + 1) / (self._judged + 2)
+        parents, children = auto_shape(
+            self._config.max_concurrency,
+            self._config.reflection_minibatch_size,
+            len(self._val),
+            latency=latency,
+            acceptance_rate=acceptance,
+            reflections_per_proposal=1
+            if self._config.module_selection == "round_robin"
+            else len(self._components),
+        )
+        return ProposalShape(parents, children)
+
     async def run(self) -> GEPAResult:
         started = self._started = time.monotonic()
-        if not self._resume():
-            await self._add_seed()
-        stop = await self._schedule()
+        if self._store is not None:
+            self._journal = self._evaluator.journal = CallJournal(self._store.journal_path)
+        try:
+            if not self._resume():
+                await self._add_seed()
+            stop = await self._schedule()
+        finally:
+            if self._journal is not None:
+                self._journal.close()
         best = best_index(self.state.val_scores)
         await self._events.emit(
             Finished(
@@ -211,40 +314,52 @@ class GEPAEngine(Generic[DataInst]):
         await self._update_frontier()
 
     async def _schedule(self) -> StopReason:
-        """Keep P x N proposals and merges running, and more while worker slots would sit
-        idle (at most one per slot); start the next as soon as one ends or a slot frees."""
-        width = self.shape.width
-        most = max(width, self._config.max_concurrency)
-        running: set[asyncio.Task[ProposalRecord | MergeTried]] = set()
+        """Keep the shape's P groups and the merges running, plus the extra groups the
+        in-flight policy allows while slots would idle; start the next as soon as one
+        ends or a slot frees."""
+        running: set[asyncio.Task[list[ProposalRecord] | MergeTried]] = set()
         pending: _Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
+            for draw, resumed in self._resumed:  # groups a kill interrupted go on first
+                if (plans := self._plan_group(draw, resumed)) is not None:
+                    running.add(asyncio.create_task(self._run_group(*plans)))
+            self._resumed.clear()
             while True:
                 stop = stop or self._config.stop.check(self._progress())
-                while stop is None and (
-                    len(running) < width or (len(running) < most and self._workers.spare())
-                ):
+                while stop is None:
+                    room = self._policy.room(
+                        self._groups, self._proposals_in_flight, self._workers.spare()
+                    )
+                    if room is None:
+                        break
                     merge = self._plan_merge()
                     if merge is not None:
                         running.add(asyncio.create_task(self._run_merge(*merge)))
                         continue
-                    pending = pending or self._draw()
-                    minibatch = self._minibatch_cost(pending)
-                    if not self._budget.fits(minibatch + len(self._val)):
+                    pending = pending or self._draw(room)
+                    if pending is None:
+                        break  # no parent an extra group may take
+                    plans = self._plan_group(pending)
+                    if plans is None:
                         break
-                    self.state.iteration += 1  # reserved here, not in the task: no overshoot
-                    plan = _Plan(self.state.iteration, pending, self._budget.reserve(minibatch))
-                    running.add(asyncio.create_task(self._run_proposal(plan)))
+                    running.add(asyncio.create_task(self._run_group(*plans)))
                     pending = None
-                if not running:  # nothing in flight, and the next proposal cannot fit
+                if not running:  # nothing in flight, and the next group cannot fit
                     return stop or StopReason.BUDGET
-                freed = asyncio.ensure_future(self._workers.freed())
-                done, _ = await asyncio.wait(running | {freed}, return_when=asyncio.FIRST_COMPLETED)
-                freed.cancel()
-                done.discard(freed)
+                wake = {
+                    asyncio.ensure_future(self._workers.freed()),
+                    asyncio.ensure_future(self._wake.wait()),
+                }
+                done, _ = await asyncio.wait(running | wake, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in wake:
+                    waiter.cancel()
+                done -= wake
+                self._wake.clear()
                 running -= done
-                for task in sorted(done, key=lambda t: t.result().iteration):
-                    stalled = self._finish(task.result())  # always: it records the proposal
+                records = [r for task in done for r in _records(task.result())]
+                for record in sorted(records, key=lambda r: r.iteration):
+                    stalled = self._finish(record)  # always: it records the proposal
                     stop = stop or stalled
         except BaseException:
             for task in running:
@@ -252,24 +367,265 @@ class GEPAEngine(Generic[DataInst]):
             await asyncio.gather(*running, return_exceptions=True)
             raise
 
-    def _draw(self) -> _Draw:
-        """Parent, components and minibatch of the next proposal (lines 5-8)."""
-        state = self.state
-        parent_idx, minibatch_ids = self._parents.next(state.val_scores, self._frontier_scores())
-        components, cursor = self._component_selector.select(
-            self._components, state.component_cursor[parent_idx]
+    def _draw(self, room: Room) -> _Draw | None:
+        """Parent and minibatch of the next group (lines 5-6): a winner to continue from
+        first, else the selector's pick; an extra group only from a parent the in-flight
+        policy allows, else None."""
+        if room == "core" and self._continued:
+            return self._continued.pop(0)
+        if self._config.proposal_shape == "auto":
+            self._set_shape(self._auto_shape())
+        frontier = self._frontier_scores()
+        allowed = None
+        if room == "extra":
+            front = list(win_counts(frontier, self._config.parent_pruning))
+            busy = Counter(
+                {k: self._busy[candidate_digest(self.state.candidates[k])] for k in front}
+            )
+            allowed = self._policy.extra_parents(front, busy)
+        parent_idx = self._selector.select(
+            self.state.val_scores, self._selection_rng, frontier, allowed
         )
-        state.component_cursor[parent_idx] = cursor
-        minibatch = [(i, self._train_by_id[i]) for i in minibatch_ids]
-        return _Draw(parent_idx, components, minibatch)
+        if parent_idx is None:
+            return None
+        index = asyncio.get_running_loop().create_future()
+        index.set_result(parent_idx)
+        return self._draw_from(self.state.candidates[parent_idx], index)
 
-    def _minibatch_cost(self, draw: _Draw) -> int:
-        """Parent's uncached minibatch + child's minibatch: reserved at launch. A proposal
-        starts only if a valset pass would fit after it too (else its child could never
-        join the pool and its spend is waste); that pass is reserved on acceptance."""
-        parent = self.state.candidates[draw.parent_idx]
-        missing = self._evaluator.missing(parent, Split.TRAIN, draw.minibatch)
-        return missing + len(draw.minibatch)
+    def _draw_from(self, parent: Candidate, index: asyncio.Future[int]) -> _Draw:
+        minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
+        return _Draw(parent, minibatch, index)
+
+    def _plan_group(
+        self, draw: _Draw, resumed: list[tuple[int, list[str]]] | None = None
+    ) -> tuple[Reservation, list[_Plan]] | None:
+        """Reserve the parent's uncached minibatch and one minibatch per child, for as
+        many of the shape's N children as fit while a valset pass would fit after them
+        (else no child could join the pool and the spend is waste); None if not one fits.
+        A winner's valset pass is reserved once it has won. `resumed`: the (iteration,
+        components) of a group that was in flight when the run was killed."""
+        parent_cost = self._evaluator.missing(draw.parent, Split.TRAIN, draw.minibatch)
+        b = len(draw.minibatch)
+        fit = (self._budget.remaining - parent_cost - len(self._val)) // b
+        children = min(self.shape.children if resumed is None else len(resumed), fit)
+        if children < 1:
+            return None
+        group = self._budget.reserve(parent_cost)
+        cursor = self._cursor(draw)
+        plans = []
+        for k in range(children):
+            if resumed is None:
+                components, cursor = self._component_selector.select(self._components, cursor)
+                self.state.iteration += 1  # reserved here, not in the task: no overshoot
+                iteration = self.state.iteration
+            else:
+                iteration, components = resumed[k]
+            plans.append(_Plan(iteration, draw, components, self._budget.reserve(b)))
+        if draw.parent_index.done() and resumed is None:
+            self.state.component_cursor[draw.parent_idx] = cursor
+        self._occupy(draw, len(plans), +1)  # until the group frees its place (`_run_group`)
+        self._busy[candidate_digest(draw.parent)] += 1  # until its task ends
+        self._group_plans[plans[0].iteration] = plans
+        return group, plans
+
+    def _cursor(self, draw: _Draw) -> int:
+        """Where the parent's round-robin over components resumes (0 for a new winner)."""
+        return self.state.component_cursor[draw.parent_idx] if draw.parent_index.done() else 0
+
+    def _occupy(self, draw: _Draw, proposals: int, sign: int) -> None:
+        """A group's place in the shape (freed early when it continues from a winner)."""
+        self._groups += sign
+        self._proposals_in_flight += sign * proposals
+
+    async def _run_group(self, group: Reservation, plans: list[_Plan]) -> list[ProposalRecord]:
+        """Lines 7-14 of Algorithm 1 for N children of one parent on one minibatch."""
+        draw, first = plans[0].draw, plans[0].iteration
+        started = time.monotonic()
+        occupied = True
+        announced = draw.parent_index.done()  # a continued group's parent has no index yet
+        successor: _Draw | None = None
+        try:
+            if announced:
+                for plan in plans:
+                    await self._announce_start(plan, draw.parent_idx)
+            paid = group.left
+            parent_eval = await self._evaluate(
+                draw.parent, Split.TRAIN, draw.minibatch, group, first
+            )
+            paid -= group.left
+            group.release()
+            async with asyncio.TaskGroup() as tasks:
+                running = [tasks.create_task(self._trial(plan, parent_eval)) for plan in plans]
+            trials = [task.result() for task in running]
+            trials[0].paid += paid
+            winners = self._winners(trials)
+            for trial in trials:
+                if trial.reason is None and trial not in winners:
+                    trial.reason = RejectReason.SIBLING_BETTER
+            admissions = []
+            for trial in winners:
+                valset = await self._reserve_valset(trial.child)
+                if valset is None:
+                    trial.reason = RejectReason.NO_BUDGET
+                else:
+                    admissions.append((trial, valset))
+            if self._config.continue_winners and len(admissions) == 1:
+                # the winner's next group starts now, beside its valset pass
+                trial = admissions[0][0]
+                trial.admitted = asyncio.get_running_loop().create_future()
+                successor = self._draw_from(trial.child, trial.admitted)
+                self._continued.append(successor)
+                self._occupy(draw, len(plans), -1)
+                occupied = False
+                self._wake.set()
+            parent_idx = await draw.parent_index  # a continued group: its parent's admission
+            for trial in trials:
+                if not announced:
+                    await self._announce_start(trial.plan, parent_idx)
+                if trial.reason is not None:
+                    await self._announce_rejection(trial, parent_idx)
+            async with asyncio.TaskGroup() as tasks:
+                for trial, valset in admissions:
+                    tasks.create_task(self._admit(trial, valset, parent_idx))
+            for trial in trials:
+                await self._events.emit(
+                    ProposalFinished(
+                        iteration=trial.plan.iteration,
+                        parent_idx=parent_idx,
+                        candidate_idx=trial.candidate_idx,
+                        reject_reason=trial.reason,
+                        metric_calls=trial.paid,
+                        seconds=time.monotonic() - started,
+                    )
+                )
+            for trial in trials:  # the group continuing from a winner may announce itself
+                if trial.admitted is not None and trial.child is not None:
+                    trial.admitted.set_result(self.state.index_of(trial.child))
+            return [trial.record(parent_idx) for trial in trials]
+        finally:
+            group.release()
+            for plan in plans:
+                plan.reservation.release()
+            if successor is not None and not successor.parent_index.done():
+                successor.parent_index.cancel()  # this group failed: its successor must not wait
+            if occupied:
+                self._occupy(draw, len(plans), -1)
+            self._busy[candidate_digest(draw.parent)] -= 1
+            del self._group_plans[first]
+
+    def _winners(self, trials: list[_Trial]) -> list[_Trial]:
+        """The children that go on to the valset: every improved one, or the one that
+        improved most (ties: the earliest), per GEPAConfig.siblings."""
+        improved = [t for t in trials if t.reason is None]
+        if self._config.siblings == "all" or not improved:
+            return improved
+        return [max(improved, key=lambda t: (t.gain, -t.plan.iteration))]
+
+    async def _announce_start(self, plan: _Plan, parent_idx: int) -> None:
+        await self._events.emit(
+            ProposalStarted(
+                iteration=plan.iteration,
+                parent_idx=parent_idx,
+                components=tuple(plan.components),
+                minibatch_ids=tuple(i for i, _ in plan.draw.minibatch),
+            )
+        )
+
+    async def _announce_rejection(self, trial: _Trial, parent_idx: int) -> None:
+        assert trial.reason is not None
+        await self._events.emit(
+            ProposalRejected(
+                iteration=trial.plan.iteration,
+                parent_idx=parent_idx,
+                reason=trial.reason,
+                parent_minibatch_score=sum(trial.parent_eval.scores),
+                child_minibatch_score=None
+                if trial.child_eval is None
+                else sum(trial.child_eval.scores),
+            )
+        )
+
+    async def _trial(self, plan: _Plan, parent_eval: EvaluationBatch) -> _Trial:
+        """Lines 9-13 for one child: reflect, evaluate on the minibatch, compare."""
+        config, iteration, parent = self._config, plan.iteration, plan.draw.parent
+        trial = _Trial(plan, parent_eval)
+        if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
+            trial.reason = RejectReason.PERFECT_PARENT
+            return trial
+        texts = await self._reflect(plan, parent_eval)
+        changed = {c: text for c, text in texts.items() if text}
+        if not changed:
+            trial.reason = RejectReason.EMPTY_PROPOSAL
+            return trial
+        trial.child, trial.changed = {**parent, **changed}, tuple(changed)
+        if self.state.contains(trial.child):
+            trial.reason = RejectReason.DUPLICATE
+            return trial
+        paid = plan.reservation.left
+        trial.child_eval = await self._evaluate(
+            trial.child, Split.TRAIN, plan.draw.minibatch, plan.reservation, iteration
+        )
+        trial.paid += paid - plan.reservation.left
+        plan.reservation.release()  # the minibatch work is done: free it for others
+        self._judged += 1
+        if trial.gain <= 0:
+            trial.reason = RejectReason.NOT_IMPROVED
+            return trial
+        self._improved += 1
+        return trial
+
+    async def _reflect(self, plan: _Plan, parent_eval: EvaluationBatch) -> dict[str, str]:
+        """New texts for the plan's components: the journal's, when a killed run already
+        paid for them, else one reflection LM call each (journaled)."""
+        iteration, components = plan.iteration, plan.components
+        keys = [(iteration, c) for c in components]
+        if all(k in self._reflections for k in keys):
+            return {c: self._reflections.pop((iteration, c)) for c in components}
+        texts = await propose_texts(
+            self._adapter,
+            self._reflection_lm,
+            plan.draw.parent,
+            parent_eval,
+            components,
+            self._config.template_for,
+            self._workers,
+            priority=_priority(iteration, Split.TRAIN),
+        )
+        if self._journal is not None:
+            for component, text in texts.items():
+                self._journal.reflected(iteration, component, text)
+        self._budget.record_reflections(len(components))
+        await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
+        return texts
+
+    async def _admit(self, trial: _Trial, valset: Reservation, parent_idx: int) -> None:
+        """Line 14: the winner's valset pass, and its place in the pool."""
+        assert trial.child is not None and trial.child_eval is not None
+        plan, child = trial.plan, trial.child
+        reserved = valset.left
+        try:
+            val = await self._evaluate(child, Split.VAL, self._val, valset, plan.iteration)
+        finally:
+            trial.paid += reserved - valset.left
+            valset.release()
+        if self.state.contains(child):  # a concurrent proposal wrote the same text first
+            trial.reason = RejectReason.DUPLICATE
+            await self._announce_rejection(trial, parent_idx)
+        else:
+            trial.candidate_idx = self.state.add(child, (parent_idx,), *self._val_results(val))
+            self.state.merges_due += 1
+            await self._events.emit(
+                ProposalAccepted(
+                    iteration=plan.iteration,
+                    parent_idx=parent_idx,
+                    candidate_idx=trial.candidate_idx,
+                    components=trial.changed,
+                    parent_minibatch_score=sum(trial.parent_eval.scores),
+                    child_minibatch_score=sum(trial.child_eval.scores),
+                    val_score=aggregate(self.state.val_scores[trial.candidate_idx]),
+                )
+            )
+            await self._update_frontier(plan.iteration)
 
     async def _reserve_valset(self, child: Candidate) -> Reservation | None:
         """A valset pass for an accepted child, once it fits; None if it never can (no
@@ -280,33 +636,6 @@ class GEPAEngine(Generic[DataInst]):
                 return None
             await self._budget.freed()
         return self._budget.reserve(need)
-
-    async def _run_proposal(self, plan: _Plan) -> ProposalRecord:
-        draw = plan.draw
-        await self._events.emit(
-            ProposalStarted(
-                iteration=plan.iteration,
-                parent_idx=draw.parent_idx,
-                components=tuple(draw.components),
-                minibatch_ids=tuple(i for i, _ in draw.minibatch),
-            )
-        )
-        start = time.monotonic()
-        try:
-            record = await self._propose(plan)
-        finally:
-            plan.reservation.release()
-        await self._events.emit(
-            ProposalFinished(
-                iteration=plan.iteration,
-                parent_idx=draw.parent_idx,
-                candidate_idx=record.candidate_idx,
-                reject_reason=record.reject_reason,
-                metric_calls=record.metric_calls,
-                seconds=time.monotonic() - start,
-            )
-        )
-        return record
 
     def _plan_merge(self) -> tuple[int, MergePlan, list[ExampleId], Reservation] | None:
         """A merge to launch now: one is due after each accepted proposal (upstream's
@@ -320,7 +649,7 @@ class GEPAEngine(Generic[DataInst]):
         ):
             return None
         state.merges_due -= 1
-        frontier = list(win_counts(self._frontier_scores()))
+        frontier = list(win_counts(self._frontier_scores(), self._config.parent_pruning))
         tried = set(state.merges_tried)
         plan = find_merge(
             state.candidates, state.parents, state.val_scores, self._merge_rng, tried, frontier
@@ -405,108 +734,6 @@ class GEPAEngine(Generic[DataInst]):
             return StopReason.STALLED
         return None
 
-    async def _propose(self, plan: _Plan) -> ProposalRecord:
-        """Lines 9-14 of Algorithm 1 for one drawn parent."""
-        config, draw, iteration = self._config, plan.draw, plan.iteration
-        parent_idx, components, minibatch = draw.parent_idx, draw.components, draw.minibatch
-        parent = self.state.candidates[parent_idx]
-        paid_before = plan.reservation.left
-        paid_after: int | None = None  # metric calls paid once the valset pass is done
-        parent_eval = await self._evaluate(
-            parent, Split.TRAIN, minibatch, plan.reservation, iteration
-        )
-        parent_sum = sum(parent_eval.scores)
-
-        def record(
-            child_eval: EvaluationBatch | None,
-            reason: RejectReason | None,
-            candidate_idx: int | None = None,
-        ) -> ProposalRecord:
-            return ProposalRecord(
-                iteration=iteration,
-                parent_idx=parent_idx,
-                components=tuple(components),
-                minibatch_ids=tuple(i for i, _ in minibatch),
-                parent_scores=tuple(parent_eval.scores),
-                child_scores=None if child_eval is None else tuple(child_eval.scores),
-                reject_reason=reason,
-                candidate_idx=candidate_idx,
-                metric_calls=(
-                    paid_after if paid_after is not None else paid_before - plan.reservation.left
-                ),
-            )
-
-        async def reject(
-            reason: RejectReason, child_eval: EvaluationBatch | None = None
-        ) -> ProposalRecord:
-            await self._events.emit(
-                ProposalRejected(
-                    iteration=iteration,
-                    parent_idx=parent_idx,
-                    reason=reason,
-                    parent_minibatch_score=parent_sum,
-                    child_minibatch_score=None if child_eval is None else sum(child_eval.scores),
-                )
-            )
-            return record(child_eval, reason)
-
-        if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
-            return await reject(RejectReason.PERFECT_PARENT)
-
-        texts = await propose_texts(
-            self._adapter,
-            self._reflection_lm,
-            parent,
-            parent_eval,
-            components,
-            config.template_for,
-            self._workers,
-        )
-        self._budget.record_reflections(len(components))
-        await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
-        changed = {c: text for c, text in texts.items() if text}
-        if not changed:
-            return await reject(RejectReason.EMPTY_PROPOSAL)
-        child = {**parent, **changed}
-        if self.state.contains(child):
-            return await reject(RejectReason.DUPLICATE)
-
-        child_eval = await self._evaluate(
-            child, Split.TRAIN, minibatch, plan.reservation, iteration
-        )
-        child_sum = sum(child_eval.scores)
-        if child_sum <= parent_sum:
-            return await reject(RejectReason.NOT_IMPROVED, child_eval)
-
-        paid_after = paid_before - plan.reservation.left
-        plan.reservation.release()  # the minibatch work is done: free it for others
-        valset = await self._reserve_valset(child)
-        if valset is None:
-            return await reject(RejectReason.NO_BUDGET, child_eval)
-        reserved = valset.left
-        try:
-            val = await self._evaluate(child, Split.VAL, self._val, valset, iteration)
-        finally:
-            paid_after += reserved - valset.left
-            valset.release()
-        if self.state.contains(child):  # a concurrent proposal wrote the same text first
-            return await reject(RejectReason.DUPLICATE, child_eval)
-        child_idx = self.state.add(child, (parent_idx,), *self._val_results(val))
-        self.state.merges_due += 1
-        await self._events.emit(
-            ProposalAccepted(
-                iteration=iteration,
-                parent_idx=parent_idx,
-                candidate_idx=child_idx,
-                components=tuple(changed),
-                parent_minibatch_score=parent_sum,
-                child_minibatch_score=child_sum,
-                val_score=aggregate(self.state.val_scores[child_idx]),
-            )
-        )
-        await self._update_frontier(iteration)
-        return record(child_eval, None, child_idx)
-
     async def _evaluate(
         self,
         candidate: Candidate,
@@ -515,7 +742,10 @@ class GEPAEngine(Generic[DataInst]):
         reservation: Reservation,
         iteration: int = 0,
     ) -> EvaluationBatch:
-        batch, charged = await self._evaluator.evaluate(candidate, split, examples, reservation)
+        """Minibatch work before valset passes, older proposals first (`_priority`)."""
+        batch, charged = await self._evaluator.evaluate(
+            candidate, split, examples, reservation, priority=_priority(iteration, split)
+        )
         if charged:
             self._save()
             await self._emit_budget(iteration, metric_calls=charged, reflection_calls=0)
@@ -525,16 +755,26 @@ class GEPAEngine(Generic[DataInst]):
 
     def _rngs(self) -> dict[str, random.Random]:
         return {
-            "selection": self._parents.rng,
+            "selection": self._selection_rng,
             "minibatch": self._sampler.rng,
             "merge": self._merge_rng,
         }
 
     def _save(self) -> None:
-        """Persist what is finished: in-flight pairs are charged but have no result yet, so
-        they are left out of the saved budget and a resumed run pays them once."""
-        if self._store is None or not self.state.candidates:
+        """Persist the state: the pool, the budget as charged (calls in flight included:
+        the journal says which were answered), and the groups in flight with their draws,
+        so a resumed run finishes them instead of abandoning what they paid for."""
+        if self._store is None or self._journal is None or not self.state.candidates:
             return
+        in_flight = [
+            [
+                plans[0].draw.parent_idx,
+                [encode_example_id(i) for i, _ in plans[0].draw.minibatch],
+                [[plan.iteration, plan.components] for plan in plans],
+            ]
+            for plans in self._group_plans.values()
+            if plans[0].draw.parent_index.done()  # a continued group's parent re-runs
+        ]
         snapshot = snapshot_of(
             self.state,
             self._budget,
@@ -542,21 +782,22 @@ class GEPAEngine(Generic[DataInst]):
             self._rngs(),
             extra={
                 "sampler_queue": [encode_example_id(i) for i in self._sampler.queue],
-                "parent_queue": [
-                    [parent, [encode_example_id(i) for i in ids]]
-                    for parent, ids in self._parents.queued
-                ],
                 "best_score": self._best_score,
                 "since_improvement": self._since_improvement,
+                "journal_offset": self._journal.offset,
+                "in_flight": in_flight,
             },
         )
-        snapshot.metric_calls_used -= self._evaluator.unfinished()
         self._store.save(snapshot)
 
     def _resume(self) -> bool:
-        """Load the state saved in run_dir, if any; True when the run continues from it."""
-        snapshot = self._store.load() if self._store is not None else None
+        """Load the state saved in run_dir and what the journal logged after it; True when
+        the run continues from a saved pool (else only the journal's spend carries over)."""
+        if self._store is None or self._journal is None:
+            return False
+        snapshot = self._store.load()
         if snapshot is None:
+            self._replay(0)  # killed before the seed's valset was saved: it was paid
             return False
         if snapshot.candidates[0] != self._seed:
             raise ValueError(
@@ -566,17 +807,34 @@ class GEPAEngine(Generic[DataInst]):
         self.state, budget, cache, rngs = restore(snapshot)
         budget.max_metric_calls = self._config.max_metric_calls  # a resume may extend it
         self._budget = budget
-        self._evaluator = Evaluator(self._adapter, cache, self._workers)
+        self._evaluator = Evaluator(self._adapter, cache, self._workers, self._journal)
         for name, rng in self._rngs().items():
             rng.setstate(rngs[name].getstate())
         extra = snapshot.extra
         self._sampler.queue = [decode_example_id(i) for i in extra["sampler_queue"]]
-        self._parents.queued = [
-            (parent, [decode_example_id(i) for i in ids]) for parent, ids in extra["parent_queue"]
-        ]
         self._best_score = extra["best_score"]
         self._since_improvement = extra["since_improvement"]
+        self._replay(extra["journal_offset"])
+        for parent_idx, minibatch, plans in extra["in_flight"]:
+            index = asyncio.get_running_loop().create_future()
+            index.set_result(parent_idx)
+            ids = [decode_example_id(i) for i in minibatch]
+            draw = _Draw(
+                self.state.candidates[parent_idx], [(i, self._train_by_id[i]) for i in ids], index
+            )
+            self._resumed.append((draw, [(iteration, list(c)) for iteration, c in plans]))
         return True
+
+    def _replay(self, offset: int) -> None:
+        """Calls the journal logged from `offset` on: paid ones count against the budget
+        (those in flight at the kill too), answered ones fill the cache, reflections are
+        kept for the proposals that resume."""
+        assert self._journal is not None
+        replayed = self._journal.replay(offset)
+        self._budget.metric_calls_used += replayed.paid
+        for key, evaluation in replayed.results.items():
+            self._evaluator.cache.put(*key, evaluation)
+        self._reflections.update(replayed.reflections)
 
     async def _emit_budget(self, iteration: int, metric_calls: int, reflection_calls: int) -> None:
         await self._events.emit(
@@ -599,7 +857,9 @@ class GEPAEngine(Generic[DataInst]):
             best_idx=best,
             best_score=aggregate(scores[best]),
             frontier_score=frontier_score(scores),
-            pareto_candidates=tuple(win_counts(self._frontier_scores())),
+            pareto_candidates=tuple(
+                win_counts(self._frontier_scores(), self._config.parent_pruning)
+            ),
             num_candidates=len(scores),
         )
         key = (event.best_idx, event.frontier_score, event.pareto_candidates)
@@ -628,14 +888,15 @@ class GEPAEngine(Generic[DataInst]):
         return scores, objectives
 
 
-def _resolve_shape(config: GEPAConfig, valset_size: int) -> ProposalShape:
-    """ "auto": the shape the runtime model predicts fastest per proposal for this pool."""
-    if config.proposal_shape != "auto":
-        return ProposalShape.parse(config.proposal_shape)
-    parents, children = auto_shape(
-        config.max_concurrency, config.reflection_minibatch_size, valset_size
-    )
-    return ProposalShape(parents, children)
+def _priority(iteration: int, split: Split) -> tuple[bool, int]:
+    """Which waiting call a freed slot serves: minibatch and reflection work first (the
+    next generation waits on it; a winner's valset pass only orders the pool), then the
+    oldest proposal."""
+    return split is Split.VAL, iteration
+
+
+def _records(outcome: list[ProposalRecord] | MergeTried) -> list[ProposalRecord | MergeTried]:
+    return outcome if isinstance(outcome, list) else [outcome]
 
 
 def _identify(

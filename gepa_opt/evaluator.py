@@ -9,6 +9,7 @@ from typing import Generic
 
 from gepa_opt.budget import Reservation
 from gepa_opt.cache import CachedEvaluation, CacheKey, EvaluationCache, Split
+from gepa_opt.journal import CallJournal
 from gepa_opt.snapshot import NOT_PERSISTED
 from gepa_opt.types import (
     Adapter,
@@ -18,7 +19,7 @@ from gepa_opt.types import (
     ExampleId,
     candidate_digest,
 )
-from gepa_opt.workers import WorkerPool
+from gepa_opt.workers import Priority, WorkerPool
 
 Example = tuple[ExampleId, DataInst]
 
@@ -35,19 +36,23 @@ class Evaluator(Generic[DataInst]):
     at no extra metric calls. Val evaluations only feed the Pareto fronts, so they don't.
     """
 
-    def __init__(self, adapter: Adapter[DataInst], cache: EvaluationCache, workers: WorkerPool):
+    def __init__(
+        self,
+        adapter: Adapter[DataInst],
+        cache: EvaluationCache,
+        workers: WorkerPool,
+        journal: CallJournal | None = None,
+    ):
         self._adapter = adapter
         self._cache = cache
         self._workers = workers
+        self.journal = journal
+        """Where each paid call and each answer is logged (`journal.py`); None: nowhere."""
         self._in_flight: dict[CacheKey, asyncio.Future[None]] = {}
 
     @property
     def cache(self) -> EvaluationCache:
         return self._cache
-
-    def unfinished(self) -> int:
-        """Pairs charged and running now: paid for, but with no result to save yet."""
-        return sum(not future.done() for future in self._in_flight.values())
 
     def missing(self, candidate: Candidate, split: Split, examples: Sequence[Example]) -> int:
         """Metric calls an evaluation of these examples could cost now (at most)."""
@@ -67,8 +72,10 @@ class Evaluator(Generic[DataInst]):
         split: Split,
         examples: Sequence[Example],
         reservation: Reservation,
+        priority: Priority = 0,
     ) -> tuple[EvaluationBatch, int]:
-        """Return the batch aligned with `examples` and the metric calls it was charged."""
+        """Return the batch aligned with `examples` and the metric calls it was charged;
+        its calls wait for worker slots at `priority` (lower first)."""
         digest = candidate_digest(candidate)
         traced = split is Split.TRAIN
         mine: dict[CacheKey, DataInst] = {}
@@ -82,12 +89,14 @@ class Evaluator(Generic[DataInst]):
             else:
                 mine.setdefault(key, example)
         reservation.charge(len(mine))
+        if self.journal is not None:  # before any of them is paid: a kill cannot hide one
+            self.journal.paid(list(mine))
         loop = asyncio.get_running_loop()
         for key in mine:
             self._in_flight[key] = loop.create_future()
         try:
             await asyncio.gather(
-                *(self._run_one(candidate, key, x, traced) for key, x in mine.items())
+                *(self._run_one(candidate, key, x, traced, priority) for key, x in mine.items())
             )
         finally:
             for key in mine:
@@ -109,20 +118,27 @@ class Evaluator(Generic[DataInst]):
         return batch, len(mine)
 
     async def _run_one(
-        self, candidate: Candidate, key: CacheKey, example: DataInst, traced: bool
+        self,
+        candidate: Candidate,
+        key: CacheKey,
+        example: DataInst,
+        traced: bool,
+        priority: Priority,
     ) -> None:
         result = await self._workers.run(
-            self._adapter.evaluate([example], candidate, capture_traces=traced)
+            self._adapter.evaluate([example], candidate, capture_traces=traced), priority
         )
         _check(result, 1, traced)
         trajectory = result.trajectories[0] if traced else None
         objectives = None
         if result.objective_scores is not None:
             objectives = {name: float(v) for name, v in result.objective_scores[0].items()}
-        self._cache.put(
-            *key,
-            CachedEvaluation(result.outputs[0], float(result.scores[0]), trajectory, objectives),
+        evaluation = CachedEvaluation(
+            result.outputs[0], float(result.scores[0]), trajectory, objectives
         )
+        self._cache.put(*key, evaluation)
+        if self.journal is not None:
+            self.journal.done(key, evaluation)
         future = self._in_flight.get(key)
         if future is not None and not future.done():  # done: a sibling failed first
             future.set_result(None)

@@ -25,6 +25,9 @@ class RejectReason(StrEnum):
     """Child's minibatch sum not strictly above the parent's."""
     NO_BUDGET = "no_budget"
     """The child improved, but the budget left cannot pay for its valset pass."""
+    SIBLING_BETTER = "sibling_better"
+    """The child improved, but a sibling (same parent, same minibatch) improved more, and
+    `GEPAConfig.siblings="best"` sends only the best one to the valset."""
 
 
 class StopReason(StrEnum):

@@ -3,13 +3,16 @@
 Candidate k's scores are a mapping frontier key -> score. In the paper every key is a val
 instance (an example id); `frontier_scores` builds the other frontiers of
 `GEPAConfig.frontier`, whose keys are named objectives (an `Objective`) or both. Every
-function below works over whatever keys it is given. Dominance is the paper's: a
-candidate is dominated by *another single* candidate that scores at least as well on
-every instance and strictly better on one. Upstream gepa instead drops a candidate when
-every front it is on also holds some other survivor (domination by a set, removed lowest
-aggregate first); that prunes more, and its result depends on the removal order. Ours is
-a strict partial order, so the iterative removal the paper writes always ends at the same
-set (the maximal candidates), whatever the order of removal.
+function below works over whatever keys it is given.
+
+Which candidates stay parents (`Pruning`):
+- "dominance" (the paper's text): a candidate is removed when *another single* candidate
+  scores at least as well on every key and strictly better on one. A strict partial
+  order, so the iterative removal always ends at the same set (the maximal candidates).
+- "coverage" (upstream gepa's code): a candidate is removed when every front it is on
+  also holds some other survivor, lowest aggregate first. It prunes more (a candidate that
+  only ties others everywhere goes), so fewer, stronger parents share the draws.
+The default is the one `benchmarks/gepa_vs_upstream.py` measured better (`GEPAConfig`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ ObjectiveScores = Mapping[ExampleId, Mapping[str, float]]
 """One candidate's val objective scores: example id -> {objective name: score}."""
 
 Frontier = Literal["instances", "objectives", "both"]
+Pruning = Literal["dominance", "coverage"]
 
 
 @dataclass(frozen=True, order=True)
@@ -113,10 +117,25 @@ def dominated(
         removed.add(victim)
 
 
-def win_counts(val_scores: Sequence[Scores]) -> dict[int, int]:
-    """f[Φ] of Algorithm 2: on how many keys (instances) each undominated candidate is best."""
+def covered(val_scores: Sequence[Scores], fronts: Mapping[FrontierKey, frozenset[int]]) -> set[int]:
+    """Upstream gepa's removal: lowest aggregate first (ties in order of first appearance
+    on the fronts, as upstream has them), drop a candidate while every front it is on
+    holds another candidate still kept. One pass is enough: a removal only makes later
+    removals harder, so no candidate passed over could become removable."""
+    seen = dict.fromkeys(k for front in fronts.values() for k in sorted(front))
+    pool = sorted(seen, key=lambda k: aggregate(val_scores[k]))
+    removed: set[int] = set()
+    for victim in pool:
+        alive = set(pool) - removed - {victim}
+        if all(front & alive for front in fronts.values() if victim in front):
+            removed.add(victim)
+    return removed
+
+
+def win_counts(val_scores: Sequence[Scores], pruning: Pruning = "dominance") -> dict[int, int]:
+    """f[Φ] of Algorithm 2: on how many keys (instances) each kept candidate is best."""
     fronts = instance_fronts(val_scores)
-    removed = dominated(val_scores, fronts)
+    removed = (covered if pruning == "coverage" else dominated)(val_scores, fronts)
     counts: dict[int, int] = {}
     for front in fronts.values():
         for k in sorted(front - removed):

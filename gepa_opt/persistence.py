@@ -1,7 +1,8 @@
 """Durable run state, so a run killed at any moment resumes without paying for anything twice.
 
-A run directory holds `state.json` (a `RunSnapshot` without candidate texts) and
-`texts/<candidate digest>.json` (each candidate's texts, written once). Every file is
+A run directory holds `state.json` (a `RunSnapshot` without candidate texts),
+`texts/<candidate digest>.json` (each candidate's texts, written once) and `calls.jsonl`
+(the call journal past the last snapshot: `journal.py`). Every file is
 replaced atomically (temp file in the same directory, fsync, rename) and texts land before
 the state naming them, so a crash leaves either the old or the new state, whole.
 """
@@ -28,6 +29,7 @@ class RunStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.state_path = self.path / "state.json"
+        self.journal_path = self.path / "calls.jsonl"  # `journal.CallJournal`
         self.texts_dir = self.path / "texts"
         self._texts_on_disk: set[str] = set()
 

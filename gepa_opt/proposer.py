@@ -8,7 +8,7 @@ from collections.abc import Callable
 from gepa_opt.extraction import extract_proposal
 from gepa_opt.meta_prompt import build_reflection_prompt
 from gepa_opt.types import Adapter, Candidate, DataInst, EvaluationBatch, ReflectionLM
-from gepa_opt.workers import WorkerPool
+from gepa_opt.workers import Priority, WorkerPool
 
 
 async def propose_texts(
@@ -19,6 +19,7 @@ async def propose_texts(
     components: list[str],
     template_for: Callable[[str], str],
     workers: WorkerPool,
+    priority: Priority = 0,
 ) -> dict[str, str]:
     """New text per component ("" where the LM proposed nothing), one LM call each.
 
@@ -32,7 +33,9 @@ async def propose_texts(
     replies = await asyncio.gather(
         *(
             workers.run(
-                reflection_lm(build_reflection_prompt(template_for(c), parent[c], dataset[c]))
+                reflection_lm(build_reflection_prompt(template_for(c), parent[c], dataset[c])),
+                priority,
+                kind="reflection",
             )
             for c in components
         )

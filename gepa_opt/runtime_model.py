@@ -169,44 +169,46 @@ def auto_shape(
     latency: CallLatency = UNIT_LATENCY,
     acceptance_rate: float = 0.5,
     reflections_per_proposal: int = 1,
-    max_child_rounds: int = 1,
+    max_child_rounds: int = 2,
 ) -> tuple[int, int]:
-    """(P, N) with the least barrier step time per proposal, T_step / k.
+    """(1, N): the sibling group with the least expected seconds per accepted child.
 
-    Only shapes whose children fit the pool are considered: k*b <= max_child_rounds * W
-    (1x1 always), since a wider step only queues its minibatch calls, while every proposal
-    in a step reflects on a pool that is one step old. Ties go to the fewest proposals,
-    then to the most parents: P x 1 samples a fresh parent per proposal like sequential
-    GEPA, and under the default cap the parents' stage is one round whatever P and N.
-    This rule is ours: the paper's abstract, all we have of it, names only its best shapes
-    (8x1 on HoVer, 2x2 on LiveBench-Math).
+    A group is one parent and one minibatch with N children, its best improving child sent
+    to the valset (`GEPAConfig.siblings="best"`); with the W slots to itself, each stage
+    lasting its calls over W (at least one call's time),
+        T(N) = max(1, b/W)*L + max(1, N*r/W)*R + max(1, N*b/W)*L + q_N*max(1, V/W)*L,
+    where q_N = 1 - (1 - a)^N is the chance that some child beats the parent. Seconds per
+    accepted child are T(N)/q_N; among the N within 2% of the fastest, the fewest metric
+    calls per accepted child, (b + N*b + q_N*V)/q_N, wins: past a few children q_N barely
+    moves while every child still pays its minibatch. Only N with N*b <= max_child_rounds*W
+    are considered. A slow reflection LM (R >> L) or a low acceptance rate favours more
+    children, a certain acceptance one child. P is 1: a second group would draw its parent
+    from a pool the first is about to change, so each accepted child would extend a
+    lineage one step behind. This rule is ours: the batched-GEPA paper's abstract, all we
+    have of it, names only its best shapes (8x1 on HoVer, 2x2 on LiveBench-Math), measured
+    on throughput rather than depth.
     """
     _check_int("pool_size", pool_size, minimum=1)
     _check_int("max_child_rounds", max_child_rounds, minimum=1)
     _check_workload(minibatch_size, valset_size, acceptance_rate, reflections_per_proposal)
-    widest = max(1, max_child_rounds * pool_size // minibatch_size)
-    shapes = [
-        ProposalShape(parents, children)
-        for parents in range(1, widest + 1)
-        for children in range(1, widest // parents + 1)
-    ]
-    per_proposal_s = {
-        shape: barrier_step_s(
-            shape,
-            latency,
-            pool_size,
-            minibatch_size,
-            valset_size,
-            acceptance_rate,
-            reflections_per_proposal,
+    b, V, W, r = minibatch_size, valset_size, pool_size, reflections_per_proposal
+    L, R, a = latency.metric_s, latency.reflection_s, max(acceptance_rate, 1e-3)
+
+    def cost(n: int) -> tuple[float, float]:
+        q = 1 - (1 - a) ** n
+        seconds = (
+            max(1, b / W) * L
+            + max(1, n * r / W) * R
+            + max(1, n * b / W) * L
+            + q * max(1, V / W) * L
         )
-        / shape.width
-        for shape in shapes
-    }
-    fastest = min(per_proposal_s.values())
-    tied = [s for s, t in per_proposal_s.items() if t <= fastest * (1 + 1e-9)]
-    best = max(tied, key=lambda s: (-s.width, s.parents))
-    return best.parents, best.children
+        return seconds / q, (b + n * b + q * V) / q
+
+    widest = max(1, max_child_rounds * W // b)
+    costs = {n: cost(n) for n in range(1, widest + 1)}
+    fastest = min(seconds for seconds, _ in costs.values())
+    near = [n for n, (seconds, _) in costs.items() if seconds <= fastest * 1.02]
+    return 1, min(near, key=lambda n: (costs[n][1], n))
 
 
 def _expected_valset_rounds(

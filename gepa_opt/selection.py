@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from gepa_opt.pareto import Scores, best_index, win_counts
+from gepa_opt.pareto import Pruning, Scores, best_index, win_counts
 
 CandidateSelection = Literal["pareto", "current_best", "epsilon_greedy"]
 
@@ -18,9 +18,11 @@ class CandidateSelector(Protocol):
         val_scores: Sequence[Scores],
         rng: random.Random,
         frontier: Sequence[Scores] | None = None,
-    ) -> int:
-        """Index of the parent for the next proposal. `val_scores` are per val instance;
-        `frontier` holds each candidate's scores on the Pareto frontier's keys
+        allowed: Collection[int] | None = None,
+    ) -> int | None:
+        """Index of the parent for the next proposal, or None when no candidate it would
+        pick is in `allowed` (None: any). `val_scores` are per val instance; `frontier`
+        holds each candidate's scores on the Pareto frontier's keys
         (`pareto.frontier_scores`), `val_scores` themselves when None."""
         ...
 
@@ -29,16 +31,21 @@ class CandidateSelector(Protocol):
 class ParetoSelector:
     """Algorithm 2: sample ∝ frontier keys won (instances in the paper), so every distinct
     winning strategy keeps getting explored instead of the budget collapsing onto one
-    local optimum."""
+    local optimum. `pruning` says which candidates stay parents (`pareto.Pruning`)."""
+
+    pruning: Pruning = "dominance"
 
     def select(
         self,
         val_scores: Sequence[Scores],
         rng: random.Random,
         frontier: Sequence[Scores] | None = None,
-    ) -> int:
-        counts = win_counts(val_scores if frontier is None else frontier)
-        candidates = list(counts)
+        allowed: Collection[int] | None = None,
+    ) -> int | None:
+        counts = win_counts(val_scores if frontier is None else frontier, self.pruning)
+        candidates = [k for k in counts if allowed is None or k in allowed]
+        if not candidates:
+            return None
         return rng.choices(candidates, weights=[counts[k] for k in candidates])[0]
 
 
@@ -51,8 +58,10 @@ class CurrentBestSelector:
         val_scores: Sequence[Scores],
         rng: random.Random,
         frontier: Sequence[Scores] | None = None,
-    ) -> int:
-        return best_index(val_scores)
+        allowed: Collection[int] | None = None,
+    ) -> int | None:
+        best = best_index(val_scores)
+        return best if allowed is None or best in allowed else None
 
 
 @dataclass(frozen=True)
@@ -66,15 +75,20 @@ class EpsilonGreedySelector:
         val_scores: Sequence[Scores],
         rng: random.Random,
         frontier: Sequence[Scores] | None = None,
-    ) -> int:
+        allowed: Collection[int] | None = None,
+    ) -> int | None:
         if rng.random() < self.epsilon:
-            return rng.randrange(len(val_scores))
-        return best_index(val_scores)
+            pick = rng.randrange(len(val_scores))
+        else:
+            pick = best_index(val_scores)
+        return pick if allowed is None or pick in allowed else None
 
 
-def make_candidate_selector(name: CandidateSelection, epsilon: float) -> CandidateSelector:
+def make_candidate_selector(
+    name: CandidateSelection, epsilon: float, pruning: Pruning = "dominance"
+) -> CandidateSelector:
     if name == "pareto":
-        return ParetoSelector()
+        return ParetoSelector(pruning)
     if name == "current_best":
         return CurrentBestSelector()
     if name == "epsilon_greedy":

@@ -1,21 +1,14 @@
-"""Batched proposals (batched-GEPA): P parents x N children per step, e.g. "2x2" or "8x1".
+"""Batched proposals (batched-GEPA): P parents x N children, e.g. "2x2" or "1x2".
 
-A barrier-free engine has no steps to wait on, so the shape only says how parents are
-drawn: P at a time from the current pool, each with one minibatch that its N children
-share (the parent is paid for once per minibatch), and how many proposals may be in
-flight at once (P x N).
+The engine has no steps to wait on, so the shape says how proposals are grouped: P
+sibling groups in flight, each one parent drawn from the pool when the group starts and
+one minibatch its N children share (the parent is paid for once per minibatch).
 """
 
 from __future__ import annotations
 
-import random
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-
-from gepa_opt.pareto import Scores
-from gepa_opt.selection import CandidateSelector
-from gepa_opt.types import ExampleId
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -33,7 +26,7 @@ class ProposalShape:
 
     @property
     def width(self) -> int:
-        """Proposals in flight at once."""
+        """Proposals of the shape's groups together."""
         return self.parents * self.children
 
     @classmethod
@@ -45,27 +38,3 @@ class ProposalShape:
 
     def __str__(self) -> str:
         return f"{self.parents}x{self.children}"
-
-
-@dataclass
-class ParentQueue:
-    """Hands out (parent, minibatch): P parents drawn together from the pool as it is
-    then, each with a minibatch of its own, each pair N times."""
-
-    shape: ProposalShape
-    selector: CandidateSelector
-    rng: random.Random
-    next_minibatch: Callable[[], list[ExampleId]]
-    queued: list[tuple[int, list[ExampleId]]] = field(default_factory=list)
-    """Drawn but not yet handed out (saved with the run state)."""
-
-    def next(
-        self, val_scores: Sequence[Scores], frontier: Sequence[Scores] | None = None
-    ) -> tuple[int, list[ExampleId]]:
-        """`frontier`: per candidate, its scores on the Pareto keys (see CandidateSelector)."""
-        if not self.queued:
-            for _ in range(self.shape.parents):
-                parent = self.selector.select(val_scores, self.rng, frontier)
-                pair = (parent, self.next_minibatch())
-                self.queued += [pair] * self.shape.children
-        return self.queued.pop(0)

@@ -10,13 +10,13 @@ import math
 from dataclasses import fields
 from typing import Any
 
-from gepa_opt.cache import CachedEvaluation, Split
+from gepa_opt.cache import CachedEvaluation, CacheKey, Split
 from gepa_opt.events import RejectReason
 from gepa_opt.snapshot import NOT_PERSISTED, RunSnapshot
 from gepa_opt.state import ProposalRecord
 from gepa_opt.types import Candidate, ExampleId, candidate_digest
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Bumped on any change to the document's layout; other versions are refused, not guessed.
 Optional keys (objective scores) are written only when present, and absent means none."""
 
@@ -42,19 +42,42 @@ def decode_example_id(tagged: str) -> ExampleId:
     raise ValueError(f"example id {tagged!r} has no 'i:' or 's:' tag")
 
 
-def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
-    """Every cache entry keeps its score (so it is never paid again); its output and
+def encode_entry(evaluation: CachedEvaluation) -> dict[str, Any]:
+    """A cache entry keeps its score (so it is never paid again); its output and
     trajectory only when plain JSON, since anything else could not come back exact."""
+    entry: dict[str, Any] = {"score": evaluation.score}
+    if evaluation.objective_scores is not None:
+        entry["objective_scores"] = dict(evaluation.objective_scores)
+    for name in ("output", "trajectory"):
+        if _is_plain_json(value := getattr(evaluation, name)):
+            entry[name] = value  # absent on load means NOT_PERSISTED; null means None
+    return entry
+
+
+def decode_entry(entry: dict[str, Any]) -> CachedEvaluation:
+    return CachedEvaluation(
+        output=entry.get("output", NOT_PERSISTED),
+        score=entry["score"],
+        trajectory=entry.get("trajectory", NOT_PERSISTED),
+        objective_scores=entry.get("objective_scores"),
+    )
+
+
+def encode_key(key: CacheKey) -> list[str]:
+    digest, split, example_id = key
+    return [digest, Split(split).value, encode_example_id(example_id)]
+
+
+def decode_key(encoded: list[str]) -> CacheKey:
+    digest, split, example_id = encoded
+    return digest, Split(split), decode_example_id(example_id)
+
+
+def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
     cache: dict[str, dict[str, dict[str, Any]]] = {}
     for (digest, split, example_id), evaluation in snapshot.cache.items():
-        entry: dict[str, Any] = {"score": evaluation.score}
-        if evaluation.objective_scores is not None:
-            entry["objective_scores"] = dict(evaluation.objective_scores)
-        for name in ("output", "trajectory"):
-            if _is_plain_json(value := getattr(evaluation, name)):
-                entry[name] = value  # absent on load means NOT_PERSISTED; null means None
         by_id = cache.setdefault(digest, {}).setdefault(Split(split).value, {})
-        by_id[encode_example_id(example_id)] = entry
+        by_id[encode_example_id(example_id)] = encode_entry(evaluation)
     if not _is_plain_json(snapshot.extra):
         raise ValueError("RunSnapshot.extra must hold only plain JSON (dict, list, str, ...)")
     return {
@@ -89,12 +112,7 @@ def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
 def from_document(document: dict[str, Any], texts: list[Candidate]) -> RunSnapshot:
     """The inverse of `to_document`, given the texts of `document["candidates"]` in order."""
     cache = {
-        (digest, Split(split), decode_example_id(tagged)): CachedEvaluation(
-            output=entry.get("output", NOT_PERSISTED),
-            score=entry["score"],
-            trajectory=entry.get("trajectory", NOT_PERSISTED),
-            objective_scores=entry.get("objective_scores"),
-        )
+        (digest, Split(split), decode_example_id(tagged)): decode_entry(entry)
         for digest, by_split in document["cache"].items()
         for split, by_id in by_split.items()
         for tagged, entry in by_id.items()

@@ -72,3 +72,6 @@ class GEPAState:
 
     def contains(self, candidate: Candidate) -> bool:
         return candidate_digest(candidate) in self._index
+
+    def index_of(self, candidate: Candidate) -> int:
+        return self._index[candidate_digest(candidate)]

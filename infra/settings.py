@@ -84,7 +84,12 @@ class GEPASettings(Section):
     max_metric_calls: int = 320  # the budget: evaluations of one example by one candidate
     reflection_minibatch_size: int = 6  # examples the reflection reads per proposal
     max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
-    proposal_shape: str = "1x1"  # proposals in flight: P parents x N children, or "auto"
+    # P sibling groups x N children each, or "auto" (1 x N from the latencies and the
+    # acceptance measured as the run goes)
+    proposal_shape: str = "auto"
+    # GEPA+Merge: also try to merge two Pareto-front lineages after accepted proposals
+    use_merge: bool = False
+    max_merge_invocations: int = 5
     reflection_max_tokens: int = 200
 
     def gepa_fields(self) -> dict[str, object]:

@@ -2,8 +2,8 @@
 
     python tests/gepa_resume_child.py RUN_DIR LOG BUDGET
 
-The adapter appends every pair it is paid for to LOG (one JSON line each), so the test can
-tell what the killed run paid and what the resumed one paid again. Its trajectories are
+The adapter appends every pair it is called for to LOG (one JSON line each, before it
+answers), so the test can count what every process of the run paid. Its trajectories are
 plain JSON, so a resumed run can reflect on cached pairs without re-running them.
 """
 
@@ -24,11 +24,12 @@ class LoggingAdapter:
         self.log = open(log, "a")  # noqa: SIM115 - open for the whole run
 
     async def evaluate(self, batch, candidate, capture_traces=False):
-        await asyncio.sleep(0.002)
         text = " ".join(candidate.values())
         split, example_id = batch[0]["split"], batch[0]["id"]
+        # logged when called: a call killed midway was paid all the same
         self.log.write(json.dumps([candidate_digest(candidate), split, example_id]) + "\n")
         self.log.flush()
+        await asyncio.sleep(0.002)
         hits = [t["keyword"] in text for t in batch]
         return EvaluationBatch(
             outputs=[f"answer {t['id']}" for t in batch],
@@ -74,7 +75,9 @@ async def main(run_dir: str, log: str, budget: int) -> None:
         ),
         example_id=lambda t: t["id"],
     )
-    print(json.dumps({"metric_calls_used": result.metric_calls_used, "best": result.best_score}))
+    history = [{"iteration": record.iteration} for record in result.history]
+    summary = {"metric_calls_used": result.metric_calls_used, "best": result.best_score}
+    print(json.dumps({**summary, "history": history}))
 
 
 if __name__ == "__main__":

@@ -3,17 +3,19 @@
 import json
 from dataclasses import asdict
 
+import pytest
+
 from benchmarks.gepa_vs_upstream import (
-    COMPONENT_TEMPLATES,
     Run,
-    Scored,
+    lineage_depth,
     mean_curve,
+    parse_variant,
     quality_bar,
-    reflective_dataset,
     report_saved,
     time_to_quality,
     upstream_templates,
 )
+from benchmarks.intent_task import COMPONENT_TEMPLATES, Scored, reflective_dataset
 from gepa_opt.meta_prompt import build_reflection_prompt, check_template, render_records
 from infra.agents.intent_router import example_messages
 from infra.types import Example
@@ -48,7 +50,7 @@ def test_example_turns_are_reflected_on_in_their_own_format():
 def test_both_libraries_get_the_same_template_in_their_own_placeholders():
     for component, template in COMPONENT_TEMPLATES.items():
         check_template(template, component)
-        theirs = upstream_templates()[component]
+        theirs = upstream_templates(COMPONENT_TEMPLATES)[component]
         assert "<curr_param>" in theirs and "<side_info>" in theirs
         ours_rendered = build_reflection_prompt(template, "X", [{"a": "1"}])
         theirs_rendered = theirs.replace("<curr_param>", "X").replace(
@@ -97,3 +99,44 @@ def test_a_saved_run_reports_again_without_running(tmp_path, capsys):
     assert "quality bar 0.300 (bar = ref_val of A's final candidate)" in out
     assert "C/A time to quality: 0.40" in out  # per seed, and on the seed-averaged curve
     assert out.count("C/A time to quality: 0.40") == 2
+
+
+def test_variants_name_gepa_config_fields_and_depth_follows_the_longest_lineage():
+    assert parse_variant("E=proposal_shape:1x2,use_merge:true") == (
+        "E",
+        {"proposal_shape": "1x2", "use_merge": True},
+    )
+    with pytest.raises(SystemExit, match="not a GEPAConfig field"):
+        parse_variant("E=shape:1x2")
+    with pytest.raises(SystemExit, match="other than A-D"):
+        parse_variant("C=use_merge:true")
+    # 0 seed; 1, 2 a chain; 3 a merge of 2 and 1; upstream writes [None] for the seed
+    assert lineage_depth([[None], [0], [1], [2, 1]], 3) == 3
+    assert lineage_depth([(), (0,), (0,)], 2) == 1
+
+
+def test_the_depth_task_climbs_one_rung_per_right_reflection():
+    import asyncio
+
+    from benchmarks.depth_task import DepthTask, ScriptedReflection, answer, prefix, secret
+    from gepa_opt.meta_prompt import build_reflection_prompt
+
+    task = DepthTask()
+    seed = task.seed_prompts["instructions"]
+    question = next(q for q in task.val if q.level >= 2)
+    assert answer(question, seed)[1] == 0.0
+    rung = f"{seed}\n{question.topic}-1: {secret(question.topic, 1)}"
+    assert answer(question, rung)[1] == 1 / question.level
+    wrong = f"{rung}\n{question.topic}-1: nothing"
+    assert prefix(wrong, question.topic) == 0  # two secrets for one rung: neither counts
+    # the scripted reflection reads the feedback and writes the rung it names (or a wrong
+    # secret), the same way for the same prompt and seed, differently for a sibling
+    trajectories = [asyncio.run(task.rollout(question, {"instructions": seed}))]
+    records = task.reflective_dataset(trajectories, ["instructions"])["instructions"]
+    prompt = build_reflection_prompt(task.templates["instructions"], seed, records)
+    replies = [ScriptedReflection(0)(prompt) for _ in range(2)]
+    assert replies[0] == replies[1]
+    reflect = ScriptedReflection(0)
+    siblings = {reflect(prompt) for _ in range(8)}
+    assert len(siblings) > 1
+    assert any(prefix(reply, question.topic) == 1 for reply in siblings)

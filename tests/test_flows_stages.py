@@ -138,3 +138,15 @@ async def test_a_fixed_slice_of_traces_is_held_out_of_everything_else(rt):
     assert rt.heldout_examples(collected.heldout) == collected.heldout
     again = await collect_traces.fn(rt, "n2")  # the same traces every night
     assert {e.id for e in again.heldout} == held
+
+
+def test_gepa_knobs_of_the_night_reach_the_optimizer():
+    settings = Settings.model_validate(
+        {"agent_opt": {"use_merge": True, "max_merge_invocations": 2, "proposal_shape": "1x3"}}
+    )
+    config = stages.gepa_config(settings.agent_opt, seed=7)
+    assert (config.use_merge, config.max_merge_invocations) == (True, 2)
+    assert (config.proposal_shape, config.seed) == ("1x3", 7)
+    assert stages.gepa_config(Settings().judge, seed=0).proposal_shape == "auto"
+    with pytest.raises(ValueError, match="use_merg"):
+        Settings.model_validate({"agent_opt": {"use_merg": True}})  # misspelt: not ignored

@@ -152,19 +152,29 @@ def test_schedule_may_be_given_as_its_string() -> None:
 
 def test_auto_shape_is_one_by_one_for_a_single_worker() -> None:
     assert auto_shape(1, 3, 20) == (1, 1)
-    assert auto_shape(1, 1, 20, acceptance_rate=0.1) == (1, 1)
+    # a one-example minibatch: two children still take one round each of the one slot
+    assert auto_shape(1, 1, 20, acceptance_rate=0.1, max_child_rounds=1) == (1, 1)
 
 
-def test_auto_shape_widens_with_the_pool() -> None:
-    # W=8, b=3: children must fit one round, k*3 <= 8 -> k <= 2. Per proposal (a=0.3, L=1,
-    # R=2): 1x1 = (1 + 2 + 1 + 0.3*3) = 4.9 s; 2x1 = 1x2 = (1 + 2 + 1 + 0.42*3 + 0.09*5)/2
-    # = 2.855 s; the tie goes to more parents.
+def test_auto_shape_sizes_the_sibling_group_from_latencies_and_acceptance() -> None:
+    # W=8, b=3, two rounds of children: N <= 5. Seconds per accepted child (a=0.3, L=1,
+    # R=2, V=20): N=1 (1 + 2 + 1 + 0.3*2.5)/0.3 = 15.8; N=2 (1 + 2 + 1 + 0.51*2.5)/0.51
+    # = 10.3; N=4 (1 + 2 + 1.5 + 0.76*2.5)/0.76 = 8.42 and N=5 8.36 tie within 2%: the
+    # fewer metric calls per accepted child wins.
     latency = CallLatency(metric_s=1.0, reflection_s=2.0)
-    assert auto_shape(8, 3, 20, latency=latency, acceptance_rate=0.3) == (2, 1)
-    assert auto_shape(8, 1, 20) == (8, 1)
-    parents, children = auto_shape(8, 3, 20, max_child_rounds=2)
-    assert parents * children * 3 <= 16
-    assert parents * children > 2
+    assert auto_shape(8, 3, 20, latency=latency, acceptance_rate=0.3) == (1, 4)
+    assert auto_shape(8, 3, 20, latency=latency, acceptance_rate=0.3, max_child_rounds=1) == (
+        1,
+        2,
+    )
+    # every child accepted: a sibling only costs metric calls
+    assert auto_shape(8, 3, 20, acceptance_rate=1.0) == (1, 1)
+    # a slow reflection LM and rare acceptance: many children reflect side by side
+    slow = CallLatency(metric_s=1.0, reflection_s=4.0)
+    assert auto_shape(8, 1, 20, latency=slow, acceptance_rate=0.2)[1] >= 4
+    # a wide pool stops adding children once they barely raise the odds of a winner
+    parents, children = auto_shape(32, 3, 20)
+    assert parents == 1 and 2 < children < 32 // 3
 
 
 @pytest.mark.parametrize(

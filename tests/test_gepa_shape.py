@@ -1,15 +1,17 @@
-"""Proposal shapes, the parent queue, and budget reservations."""
+"""Proposal shapes, the in-flight policy, restricted parent draws, and budget reservations."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
 from gepa_opt.budget import Budget, BudgetExhausted
 from gepa_opt.config import GEPAConfig
-from gepa_opt.selection import ParetoSelector
-from gepa_opt.shape import ParentQueue, ProposalShape
+from gepa_opt.in_flight import InFlightPolicy
+from gepa_opt.selection import CurrentBestSelector, ParetoSelector
+from gepa_opt.shape import ProposalShape
 
 
 def test_shapes_parse_and_reject_bad_text():
@@ -24,22 +26,26 @@ def test_shapes_parse_and_reject_bad_text():
         ProposalShape(2, 0)
 
 
-def test_parents_come_in_groups_of_p_each_n_times_sharing_a_minibatch():
-    # two candidates, each winning a different instance: Pareto sampling can pick either
-    scores = [{0: 1.0, 1: 0.0}, {0: 0.0, 1: 1.0}]
-    batches = iter([[k] for k in range(100)])
-    queue = ParentQueue(
-        ProposalShape(2, 3), ParetoSelector(), random.Random(0), lambda: next(batches)
-    )
-    drawn = [queue.next(scores) for _ in range(12)]
-    for group in (drawn[:6], drawn[6:]):
-        first, second = group[:3], group[3:]
-        # each (parent, minibatch) N=3 times in a row; the P=2 pairs have their own minibatch
-        assert len({(p, tuple(m)) for p, m in first}) == 1
-        assert len({(p, tuple(m)) for p, m in second}) == 1
-        assert first[0][1] != second[0][1]
-    assert {p for p, _ in drawn} == {0, 1}
-    assert [m for _, m in drawn[::3]] == [[0], [1], [2], [3]]
+def test_the_shape_keeps_p_groups_and_front_extras_take_only_idle_slots_and_free_parents():
+    front = InFlightPolicy("front", ProposalShape(2, 2), max_concurrency=8)
+    assert front.room(groups=0, proposals=0, spare_slot=False) == "core"
+    assert front.room(groups=1, proposals=2, spare_slot=False) == "core"
+    assert front.room(groups=2, proposals=4, spare_slot=False) is None  # slots are busy
+    assert front.room(groups=2, proposals=4, spare_slot=True) == "extra"
+    assert front.room(groups=3, proposals=7, spare_slot=True) is None  # 2 more exceed W
+    strict = InFlightPolicy("shape", ProposalShape(2, 2), max_concurrency=8)
+    assert strict.room(groups=2, proposals=4, spare_slot=True) is None
+    # an extra group never takes a parent that already has a group in flight
+    assert front.extra_parents([0, 3, 5], Counter({3: 1, 7: 2})) == {0, 5}
+    assert front.extra_parents([3], Counter({3: 1})) == set()
+
+
+def test_selectors_draw_only_allowed_parents_or_none():
+    scores = [{0: 1.0, 1: 0.0}, {0: 0.0, 1: 1.0}, {0: 0.5, 1: 0.5}]
+    rng = random.Random(0)
+    assert {ParetoSelector().select(scores, rng, allowed={1}) for _ in range(20)} == {1}
+    assert ParetoSelector().select(scores, rng, allowed={2}) is None  # 2 wins nowhere
+    assert CurrentBestSelector().select(scores, rng, allowed={1}) is None
 
 
 def test_reservations_bound_the_budget_and_return_what_they_did_not_use():

@@ -1,0 +1,157 @@
+"""Sibling groups: one valset pass per group, continuing from a winner, which groups may
+start, and which waiting call a freed slot serves."""
+
+import asyncio
+from collections import Counter
+
+from gepa_opt import (
+    GEPAConfig,
+    GEPAEvent,
+    ProposalAccepted,
+    ProposalFinished,
+    ProposalStarted,
+    RejectReason,
+    optimize,
+)
+from gepa_opt.types import candidate_digest
+from gepa_opt.workers import WorkerPool
+from tests.test_gepa_engine import (
+    KeywordAdapter,
+    KeywordReflector,
+    most_proposals_at_once,
+    tasks,
+)
+
+
+class StartLog(KeywordAdapter):
+    """Also logs (digest, split) as each call starts, in order."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.started: list[tuple[str, str]] = []
+
+    async def evaluate(self, batch, candidate, capture_traces=False):
+        self.started.append((candidate_digest(candidate), batch[0].split))
+        return await super().evaluate(batch, candidate, capture_traces)
+
+
+class VariedReflector(KeywordReflector):
+    """Siblings differ: the n-th call with a prompt adds the n-th missing keyword it names
+    (so one sibling may add one keyword, the next two)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter[str] = Counter()
+
+    async def __call__(self, prompt: str) -> str:
+        self.seen[prompt] += 1
+        current = prompt.split("```\n", 1)[1].split("\n```", 1)[0]
+        wanted = [k for k in ("cite", "units", "brief", "table") if f"'{k}'" in prompt]
+        wanted = [k for k in wanted if k not in current][: self.seen[prompt]]
+        return f"```\n{current} {' '.join(wanted)}\n```" if wanted else ""
+
+
+class SpecialistReflector(VariedReflector):
+    """Rewrites the text around one keyword the feedback names: candidates specialize,
+    so the Pareto front holds several of them."""
+
+    async def __call__(self, prompt: str) -> str:
+        self.seen[prompt] += 1
+        named = [k for k in ("cite", "units", "brief", "table") if f"'{k}'" in prompt]
+        return f"```\nAnswer. {named[self.seen[prompt] % len(named)]}\n```" if named else ""
+
+
+async def run(config: GEPAConfig, adapter: KeywordAdapter | None = None, reflector=None):
+    events: list[GEPAEvent] = []
+    adapter = adapter or KeywordAdapter()
+    result = await optimize(
+        {"p": "Answer."}, tasks("train", 12), tasks("val", 6), adapter,
+        reflector or VariedReflector(), config, example_id=lambda t: t.id,
+        on_event=events.append,
+    )  # fmt: skip
+    return result, events, adapter
+
+
+async def test_only_the_best_sibling_goes_to_the_valset_unless_all_are_asked_for() -> None:
+    config = dict(max_metric_calls=60, proposal_shape="1x3", max_concurrency=1,
+                  reflection_minibatch_size=4, continue_winners=False)  # fmt: skip
+    best, _, _ = await run(GEPAConfig(**config))
+    first = [r for r in best.history if r.parent_idx == 0][:3]
+    assert len({r.minibatch_ids for r in first}) == 1  # one minibatch, shared by the group
+    assert [r.reject_reason for r in first].count(None) == 1
+    assert RejectReason.SIBLING_BETTER in {r.reject_reason for r in first}
+    winner = next(r for r in first if r.reject_reason is None)
+    assert sum(winner.child_scores) == max(
+        sum(r.child_scores) for r in first if r.child_scores is not None
+    )
+    every, _, _ = await run(GEPAConfig(**config, siblings="all"))
+    first = [r for r in every.history if r.parent_idx == 0][:3]
+    assert RejectReason.SIBLING_BETTER not in {r.reject_reason for r in first}
+    assert [r.reject_reason for r in first].count(None) >= 2
+
+
+async def test_a_winner_s_next_group_starts_beside_its_valset_pass() -> None:
+    adapter = StartLog(delay_s=0.002)
+    config = GEPAConfig(max_metric_calls=80, proposal_shape="1x2", max_concurrency=2)
+    result, events, _ = await run(config, adapter)
+    child = next(e.candidate_idx for e in events if isinstance(e, ProposalAccepted))
+    digest = candidate_digest(result.candidates[child])
+    as_parent = [split for d, split in adapter.started if d == digest][3:]  # after its own
+    # minibatch: its first minibatch as a parent starts before its valset pass is all out
+    assert as_parent.index("train") < len(as_parent) - as_parent[::-1].index("val") - 1
+    children_of = Counter(r.parent_idx for r in result.history if r.reject_reason is None)
+    assert children_of[child] >= 1
+    # without continuing, a group draws only once its winner is in the pool
+    adapter = StartLog(delay_s=0.002)
+    result, events, _ = await run(
+        GEPAConfig(**{**vars(config), "continue_winners": False}), adapter
+    )
+    child = next(e.candidate_idx for e in events if isinstance(e, ProposalAccepted))
+    digest = candidate_digest(result.candidates[child])
+    as_parent = [split for d, split in adapter.started if d == digest][3:]
+    assert as_parent[: as_parent.count("val")] == ["val"] * as_parent.count("val")
+
+
+async def test_extra_groups_take_idle_slots_only_from_free_front_parents() -> None:
+    config = dict(max_metric_calls=150, proposal_shape="1x1", max_concurrency=6,
+                  reflection_minibatch_size=2, continue_winners=False)  # fmt: skip
+    strict, events, _ = await run(
+        GEPAConfig(**config, in_flight="shape"), None, SpecialistReflector()
+    )
+    assert most_proposals_at_once(events) == 1
+    front, events, _ = await run(
+        GEPAConfig(**config, in_flight="front"), None, SpecialistReflector()
+    )
+    assert most_proposals_at_once(events) > 1
+    # no two groups at once from one parent, and extras only from the front as it was
+    running: dict[int, int] = {}
+    for event in events:
+        if isinstance(event, ProposalStarted):
+            assert event.parent_idx not in running.values()
+            running[event.iteration] = event.parent_idx
+        elif isinstance(event, ProposalFinished):
+            running.pop(event.iteration)
+    assert front.history[0].parent_idx == 0
+
+
+async def test_a_freed_slot_serves_the_lowest_priority_first() -> None:
+    pool = WorkerPool(1)
+    served: list[str] = []
+    gate = asyncio.Event()
+
+    async def call(name: str, wait: bool = False) -> None:
+        if wait:
+            await gate.wait()
+        served.append(name)
+
+    holder = asyncio.create_task(pool.run(call("holder", wait=True), priority=(0, 0)))
+    await asyncio.sleep(0)
+    waiting = [
+        asyncio.create_task(pool.run(call(name), priority=p))
+        for name, p in [("val-old", (1, 1)), ("train-new", (0, 9)), ("train-old", (0, 2))]
+    ]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(holder, *waiting)
+    assert served == ["holder", "train-old", "train-new", "val-old"]
+    assert pool.mean_seconds("metric") is not None and pool.mean_seconds("reflection") is None
