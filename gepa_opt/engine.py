@@ -462,22 +462,22 @@ class GEPAEngine(Generic[DataInst]):
             for trial in trials:
                 if trial.reason is None and trial not in winners:
                     trial.reason = RejectReason.SIBLING_BETTER
-            admissions = []
-            for trial in winners:
+            # (winner, its valset reservation, or None: reserved by its admission, side by
+            # side with the others', since one holding budget another waits for would hang)
+            admissions: list[tuple[_Trial, Reservation | None]] = [(t, None) for t in winners]
+            if self._config.continue_winners and len(winners) == 1:
+                (trial,) = winners
                 valset = await self._reserve_valset(trial.child)
                 if valset is None:
-                    trial.reason = RejectReason.NO_BUDGET
-                else:
-                    admissions.append((trial, valset))
-            if self._config.continue_winners and len(admissions) == 1:
-                # the winner's next group starts now, beside its valset pass
-                trial = admissions[0][0]
-                trial.admitted = asyncio.get_running_loop().create_future()
-                successor = self._draw_from(trial.child, trial.admitted)
-                self._continued.append(successor)
-                self._occupy(draw, len(plans), -1)
-                occupied = False
-                self._wake.set()
+                    trial.reason, admissions = RejectReason.NO_BUDGET, []
+                else:  # the winner's next group starts now, beside its valset pass
+                    admissions = [(trial, valset)]
+                    trial.admitted = asyncio.get_running_loop().create_future()
+                    successor = self._draw_from(trial.child, trial.admitted)
+                    self._continued.append(successor)
+                    self._occupy(draw, len(plans), -1)
+                    occupied = False
+                    self._wake.set()
             parent_idx = await draw.parent_index  # a continued group: its parent's admission
             for trial in trials:
                 if not announced:
@@ -598,10 +598,16 @@ class GEPAEngine(Generic[DataInst]):
         await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         return texts
 
-    async def _admit(self, trial: _Trial, valset: Reservation, parent_idx: int) -> None:
-        """Line 14: the winner's valset pass, and its place in the pool."""
+    async def _admit(self, trial: _Trial, valset: Reservation | None, parent_idx: int) -> None:
+        """Line 14: the winner's valset pass (reserved here unless it already was), and
+        its place in the pool."""
         assert trial.child is not None and trial.child_eval is not None
         plan, child = trial.plan, trial.child
+        valset = valset or await self._reserve_valset(child)
+        if valset is None:
+            trial.reason = RejectReason.NO_BUDGET
+            await self._announce_rejection(trial, parent_idx)
+            return
         reserved = valset.left
         try:
             val = await self._evaluate(child, Split.VAL, self._val, valset, plan.iteration)

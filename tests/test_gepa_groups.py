@@ -155,3 +155,13 @@ async def test_a_freed_slot_serves_the_lowest_priority_first() -> None:
     await asyncio.gather(holder, *waiting)
     assert served == ["holder", "train-old", "train-new", "val-old"]
     assert pool.mean_seconds("metric") is not None and pool.mean_seconds("reflection") is None
+
+
+async def test_every_sibling_to_the_valset_ends_even_when_the_budget_runs_short() -> None:
+    # three winners per group, but the budget's end fits fewer valset passes than that:
+    # each reserves on its own, and those that can never fit are rejected, not waited on
+    for budget in range(40, 90, 7):
+        config = GEPAConfig(max_metric_calls=budget, proposal_shape="1x3", siblings="all",
+                            max_concurrency=2, skip_perfect_score=False)  # fmt: skip
+        result, _, _ = await asyncio.wait_for(run(config), timeout=10)
+        assert result.metric_calls_used <= budget
