@@ -17,7 +17,6 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Generic
 
 from gepa_opt.budget import Budget, Reservation
@@ -39,7 +38,9 @@ from gepa_opt.events import (
     RejectReason,
     StopReason,
 )
+from gepa_opt.group import Draw, Plan, Trial
 from gepa_opt.in_flight import InFlightPolicy, Room
+from gepa_opt.inputs import check_objectives, check_seed, identify
 from gepa_opt.journal import CallJournal
 from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
 from gepa_opt.pareto import (
@@ -71,67 +72,6 @@ from gepa_opt.types import (
     candidate_digest,
 )
 from gepa_opt.workers import WorkerPool
-
-
-@dataclass(frozen=True)
-class _Draw:
-    """The next group's parent and minibatch. A continued group's parent is a winner whose
-    valset pass is still running: its pool index is known once that pass is done."""
-
-    parent: Candidate
-    minibatch: list[Example]
-    parent_index: asyncio.Future[int]
-
-    @property
-    def parent_idx(self) -> int:
-        return self.parent_index.result()
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """One proposal of a group: its iteration number, components and reserved budget
-    (the child's minibatch; the parent's is the group's)."""
-
-    iteration: int
-    draw: _Draw
-    components: list[str]
-    reservation: Reservation
-
-
-@dataclass
-class _Trial:
-    """A proposal judged on its minibatch: the child, or why it went no further."""
-
-    plan: _Plan
-    parent_eval: EvaluationBatch
-    child: Candidate | None = None
-    changed: tuple[str, ...] = ()
-    child_eval: EvaluationBatch | None = None
-    reason: RejectReason | None = None
-    paid: int = 0
-    """Metric calls paid for this proposal (the group's parent minibatch: its first)."""
-    candidate_idx: int | None = None
-    admitted: asyncio.Future[int] | None = None
-    """Set when a group continues from this winner: its pool index, once it has one."""
-
-    @property
-    def gain(self) -> float:
-        assert self.child_eval is not None
-        return sum(self.child_eval.scores) - sum(self.parent_eval.scores)
-
-    def record(self, parent_idx: int) -> ProposalRecord:
-        plan = self.plan
-        return ProposalRecord(
-            iteration=plan.iteration,
-            parent_idx=parent_idx,
-            components=tuple(plan.components),
-            minibatch_ids=tuple(i for i, _ in plan.draw.minibatch),
-            parent_scores=tuple(self.parent_eval.scores),
-            child_scores=None if self.child_eval is None else tuple(self.child_eval.scores),
-            reject_reason=self.reason,
-            candidate_idx=self.candidate_idx,
-            metric_calls=self.paid,
-        )
 
 
 async def optimize(
@@ -181,15 +121,15 @@ class GEPAEngine(Generic[DataInst]):
         on_event: EventHandler | Iterable[EventHandler] | None = None,
         usage: Callable[[], LMUsage] | None = None,
     ) -> None:
-        _check_seed(seed_candidate, config)
+        check_seed(seed_candidate, config)
         self._usage = usage or LMUsage
         self._started = time.monotonic()
         self._best_score = float("-inf")
         self._since_improvement = 0
         self._seed = dict(seed_candidate)
         self._components = list(seed_candidate)
-        self._train = _identify(trainset, example_id, "trainset")
-        self._val = _identify(valset, example_id, "valset")
+        self._train = identify(trainset, example_id, "trainset")
+        self._val = identify(valset, example_id, "valset")
         self._train_by_id = dict(self._train)
         self._val_by_id = dict(self._val)
         self._merge_rng = random.Random(f"gepa:{config.seed}:merge")
@@ -202,7 +142,7 @@ class GEPAEngine(Generic[DataInst]):
         self._journal: CallJournal | None = None  # opened by `run`
         self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
         self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
-        self._resumed: list[tuple[_Draw, list[tuple[int, list[str]]]]] = []
+        self._resumed: list[tuple[Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
         self._selector = make_candidate_selector(
             config.candidate_selection, config.epsilon, config.parent_pruning
@@ -215,10 +155,10 @@ class GEPAEngine(Generic[DataInst]):
             random.Random(f"gepa:{config.seed}:minibatch"),
         )
         self._groups = 0  # groups holding a place of the shape
-        self._group_plans: dict[int, list[_Plan]] = {}  # first iteration -> a group in flight
+        self._group_plans: dict[int, list[Plan]] = {}  # first iteration -> a group in flight
         # parent's digest -> its groups until they end (valset passes included)
         self._busy: Counter[str] = Counter()
-        self._continued: list[_Draw] = []  # winners whose next group is due (continue_winners)
+        self._continued: list[Draw] = []  # winners whose next group is due (continue_winners)
         self._wake = asyncio.Event()  # a group freed its place before its task ended
         self._proposals_in_flight = 0
         self._judged = self._improved = 0  # children judged on a minibatch, and beating it
@@ -318,7 +258,7 @@ class GEPAEngine(Generic[DataInst]):
         in-flight policy allows while slots would idle; start the next as soon as one
         ends or a slot frees."""
         running: set[asyncio.Task[list[ProposalRecord] | MergeTried]] = set()
-        pending: _Draw | None = None  # drawn, but its worst case did not fit yet
+        pending: Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
             for draw, resumed in self._resumed:  # groups a kill interrupted go on first
@@ -367,7 +307,7 @@ class GEPAEngine(Generic[DataInst]):
             await asyncio.gather(*running, return_exceptions=True)
             raise
 
-    def _draw(self, room: Room) -> _Draw | None:
+    def _draw(self, room: Room) -> Draw | None:
         """Parent and minibatch of the next group (lines 5-6): a winner to continue from
         first, else the selector's pick; an extra group only from a parent the in-flight
         policy allows, else None."""
@@ -392,13 +332,13 @@ class GEPAEngine(Generic[DataInst]):
         index.set_result(parent_idx)
         return self._draw_from(self.state.candidates[parent_idx], index)
 
-    def _draw_from(self, parent: Candidate, index: asyncio.Future[int]) -> _Draw:
+    def _draw_from(self, parent: Candidate, index: asyncio.Future[int]) -> Draw:
         minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
-        return _Draw(parent, minibatch, index)
+        return Draw(parent, minibatch, index)
 
     def _plan_group(
-        self, draw: _Draw, resumed: list[tuple[int, list[str]]] | None = None
-    ) -> tuple[Reservation, list[_Plan]] | None:
+        self, draw: Draw, resumed: list[tuple[int, list[str]]] | None = None
+    ) -> tuple[Reservation, list[Plan]] | None:
         """Reserve the parent's uncached minibatch and one minibatch per child, for as
         many of the shape's N children as fit while a valset pass would fit after them
         (else no child could join the pool and the spend is waste); None if not one fits.
@@ -420,7 +360,7 @@ class GEPAEngine(Generic[DataInst]):
                 iteration = self.state.iteration
             else:
                 iteration, components = resumed[k]
-            plans.append(_Plan(iteration, draw, components, self._budget.reserve(b)))
+            plans.append(Plan(iteration, draw, components, self._budget.reserve(b)))
         if draw.parent_index.done() and resumed is None:
             self.state.component_cursor[draw.parent_idx] = cursor
         self._occupy(draw, len(plans), +1)  # until the group frees its place (`_run_group`)
@@ -428,22 +368,22 @@ class GEPAEngine(Generic[DataInst]):
         self._group_plans[plans[0].iteration] = plans
         return group, plans
 
-    def _cursor(self, draw: _Draw) -> int:
+    def _cursor(self, draw: Draw) -> int:
         """Where the parent's round-robin over components resumes (0 for a new winner)."""
         return self.state.component_cursor[draw.parent_idx] if draw.parent_index.done() else 0
 
-    def _occupy(self, draw: _Draw, proposals: int, sign: int) -> None:
+    def _occupy(self, draw: Draw, proposals: int, sign: int) -> None:
         """A group's place in the shape (freed early when it continues from a winner)."""
         self._groups += sign
         self._proposals_in_flight += sign * proposals
 
-    async def _run_group(self, group: Reservation, plans: list[_Plan]) -> list[ProposalRecord]:
+    async def _run_group(self, group: Reservation, plans: list[Plan]) -> list[ProposalRecord]:
         """Lines 7-14 of Algorithm 1 for N children of one parent on one minibatch."""
         draw, first = plans[0].draw, plans[0].iteration
         started = time.monotonic()
         occupied = True
         announced = draw.parent_index.done()  # a continued group's parent has no index yet
-        successor: _Draw | None = None
+        successor: Draw | None = None
         try:
             if announced:
                 for plan in plans:
@@ -464,7 +404,7 @@ class GEPAEngine(Generic[DataInst]):
                     trial.reason = RejectReason.SIBLING_BETTER
             # (winner, its valset reservation, or None: reserved by its admission, side by
             # side with the others', since one holding budget another waits for would hang)
-            admissions: list[tuple[_Trial, Reservation | None]] = [(t, None) for t in winners]
+            admissions: list[tuple[Trial, Reservation | None]] = [(t, None) for t in winners]
             if self._config.continue_winners and len(winners) == 1:
                 (trial,) = winners
                 valset = await self._reserve_valset(trial.child)
@@ -513,7 +453,7 @@ class GEPAEngine(Generic[DataInst]):
             self._busy[candidate_digest(draw.parent)] -= 1
             del self._group_plans[first]
 
-    def _winners(self, trials: list[_Trial]) -> list[_Trial]:
+    def _winners(self, trials: list[Trial]) -> list[Trial]:
         """The children that go on to the valset: every improved one, or the one that
         improved most (ties: the earliest), per GEPAConfig.siblings."""
         improved = [t for t in trials if t.reason is None]
@@ -521,7 +461,7 @@ class GEPAEngine(Generic[DataInst]):
             return improved
         return [max(improved, key=lambda t: (t.gain, -t.plan.iteration))]
 
-    async def _announce_start(self, plan: _Plan, parent_idx: int) -> None:
+    async def _announce_start(self, plan: Plan, parent_idx: int) -> None:
         await self._events.emit(
             ProposalStarted(
                 iteration=plan.iteration,
@@ -531,7 +471,7 @@ class GEPAEngine(Generic[DataInst]):
             )
         )
 
-    async def _announce_rejection(self, trial: _Trial, parent_idx: int) -> None:
+    async def _announce_rejection(self, trial: Trial, parent_idx: int) -> None:
         assert trial.reason is not None
         await self._events.emit(
             ProposalRejected(
@@ -545,10 +485,10 @@ class GEPAEngine(Generic[DataInst]):
             )
         )
 
-    async def _trial(self, plan: _Plan, parent_eval: EvaluationBatch) -> _Trial:
+    async def _trial(self, plan: Plan, parent_eval: EvaluationBatch) -> Trial:
         """Lines 9-13 for one child: reflect, evaluate on the minibatch, compare."""
         config, iteration, parent = self._config, plan.iteration, plan.draw.parent
-        trial = _Trial(plan, parent_eval)
+        trial = Trial(plan, parent_eval)
         if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
             trial.reason = RejectReason.PERFECT_PARENT
             return trial
@@ -574,7 +514,7 @@ class GEPAEngine(Generic[DataInst]):
         self._improved += 1
         return trial
 
-    async def _reflect(self, plan: _Plan, parent_eval: EvaluationBatch) -> dict[str, str]:
+    async def _reflect(self, plan: Plan, parent_eval: EvaluationBatch) -> dict[str, str]:
         """New texts for the plan's components: the journal's, when a killed run already
         paid for them, else one reflection LM call each (journaled)."""
         iteration, components = plan.iteration, plan.components
@@ -598,7 +538,7 @@ class GEPAEngine(Generic[DataInst]):
         await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         return texts
 
-    async def _admit(self, trial: _Trial, valset: Reservation | None, parent_idx: int) -> None:
+    async def _admit(self, trial: Trial, valset: Reservation | None, parent_idx: int) -> None:
         """Line 14: the winner's valset pass (reserved here unless it already was), and
         its place in the pool."""
         assert trial.child is not None and trial.child_eval is not None
@@ -825,7 +765,7 @@ class GEPAEngine(Generic[DataInst]):
             index = asyncio.get_running_loop().create_future()
             index.set_result(parent_idx)
             ids = [decode_example_id(i) for i in minibatch]
-            draw = _Draw(
+            draw = Draw(
                 self.state.candidates[parent_idx], [(i, self._train_by_id[i]) for i in ids], index
             )
             self._resumed.append((draw, [(iteration, list(c)) for iteration, c in plans]))
@@ -890,7 +830,7 @@ class GEPAEngine(Generic[DataInst]):
         if self._config.frontier != "instances":
             pool = self.state.val_objective_scores
             known = set(next(iter(pool[0].values()), {})) if pool else None
-            _check_objectives(ids, objectives, known, self._config.frontier)
+            check_objectives(ids, objectives, known, self._config.frontier)
         return scores, objectives
 
 
@@ -903,66 +843,3 @@ def _priority(iteration: int, split: Split) -> tuple[bool, int]:
 
 def _records(outcome: list[ProposalRecord] | MergeTried) -> list[ProposalRecord | MergeTried]:
     return outcome if isinstance(outcome, list) else [outcome]
-
-
-def _identify(
-    data: Sequence[DataInst], example_id: Callable[[DataInst], ExampleId] | None, name: str
-) -> list[Example]:
-    """Pair each example with its id; ids must be unique, or cache hits would cross examples."""
-    if len(data) == 0:
-        raise ValueError(f"{name} is empty")
-    ids = [example_id(x) for x in data] if example_id else list(range(len(data)))
-    seen: set[ExampleId] = set()
-    for position, i in enumerate(ids):
-        if i in seen:
-            raise ValueError(f"{name}[{position}]: example id {i!r} is not unique in {name}")
-        seen.add(i)
-    return list(zip(ids, data, strict=True))
-
-
-def _check_objectives(
-    ids: Sequence[ExampleId],
-    objectives: dict[ExampleId, dict[str, float]],
-    known: set[str] | None,
-    frontier: str,
-) -> None:
-    """Every val example must score the same named objectives: the run's (the seed's), or,
-    for the seed itself, every name any example of its batch reports."""
-    names = known if known is not None else set().union(*objectives.values())
-    need = f"GEPAConfig.frontier={frontier!r} needs objective_scores with the same names"
-    if known is not None and not known:
-        raise ValueError(
-            f"{need} for every val example, but the pool's seed was scored without any "
-            "(a run resumed from one saved with frontier='instances'?)"
-        )
-    if not names:
-        raise ValueError(
-            f"valset example {ids[0]!r} has no objective_scores; {need} for every val "
-            "example (EvaluationBatch.objective_scores)"
-        )
-    for i in ids:
-        got = set(objectives.get(i, {}))
-        if missing := sorted(names - got):
-            raise ValueError(
-                f"valset example {i!r}: objective_scores lack objective {missing[0]!r}; "
-                f"{need} {sorted(names)} for every val example"
-            )
-        if extra := sorted(got - names):
-            raise ValueError(
-                f"valset example {i!r}: objective {extra[0]!r} is not one of the run's "
-                f"objectives {sorted(names)}; {need} for every val example"
-            )
-
-
-def _check_seed(seed: Candidate, config: GEPAConfig) -> None:
-    if not seed:
-        raise ValueError("seed_candidate has no components")
-    for name, text in seed.items():
-        if not isinstance(name, str) or not isinstance(text, str):
-            raise ValueError(f"seed_candidate[{name!r}] must map a str name to a str text")
-    unknown = sorted(set(config.component_prompt_templates) - set(seed))
-    if unknown:
-        raise ValueError(
-            f"GEPAConfig.component_prompt_templates names unknown components {unknown}; "
-            f"the seed has {list(seed)}"
-        )
