@@ -12,8 +12,9 @@ metric call (one example evaluated), R seconds per reflection call, r reflection
 proposal (components reflected on, run concurrently), W concurrent calls in the worker pool
 (metric and reflection calls share it), a acceptance rate (share of children that beat their
 parent on the minibatch and are evaluated on the valset), k = P*N proposals per step, m
-proposals in flight at once in the barrier-free engine (k there too: it draws P parents at
-a time and runs up to P*N proposals side by side).
+proposals in flight at once in the barrier-free engine (k there too: P sibling groups of N
+children side by side). `predict_wall_s` models upstream-style steps, every accepted
+child evaluated on the valset; `auto_shape` models one sibling group at a time.
 
 One step, in stages:  P parents on their minibatch (P*b calls of L), k reflections (k*r calls
 of R), k children on their parent's minibatch (k*b calls of L), accepted children on the
