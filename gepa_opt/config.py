@@ -95,7 +95,9 @@ class GEPAConfig:
     parent_pruning: Pruning = "coverage"
     """Which Pareto-front candidates stay parents (`pareto.py`): "coverage" (upstream's
     code: drop a candidate while every front it is on holds another survivor) or
-    "dominance" (the paper's text: only one dominated by another single candidate)."""
+    "dominance" (the paper's text: only one dominated by another single candidate). The
+    two tied on both benchmark tasks (same final candidates); "coverage" is upstream's
+    behaviour and samples fewer, stronger parents."""
 
     reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
     """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
@@ -121,8 +123,11 @@ class GEPAConfig:
 
     run_dir: str | None = None
     """Where the run state is saved after every finished evaluation batch (JSON plus
-    content-addressed texts, written atomically). If it already holds a state, the run
-    resumes from it: same pool, budget, cache and RNG streams, paying for nothing again."""
+    content-addressed texts, written atomically), beside a journal of every metric call
+    (logged before it is paid) and reflection (`journal.py`). If it already holds a state,
+    the run resumes from both: same pool, budget, cache and RNG streams, the groups that
+    were in flight finished under their own numbers, and the calls paid in all, by every
+    process of the run, never above `max_metric_calls`."""
 
     max_idle_iterations: int = 100
     """Stop after this many proposals in a row that cost no metric call (perfect parents
