@@ -63,8 +63,9 @@ class GEPAConfig:
     max_concurrency: int = 1
     """W: LM-bound calls in flight at once, all proposals together. Each uncached example
     is one `adapter.evaluate` call and each reflection one `reflection_lm` call, and each
-    holds one of W slots. With 1 (and a deterministic adapter and LM) a run replays
-    exactly; set it to what the model server can batch or the API allows."""
+    holds one of W slots. With 1 (and a deterministic adapter and LM whose latencies do
+    not reorder the engine's steps) a run replays exactly; set it to what the model
+    server can batch or the API allows."""
 
     proposal_shape: str = "1x1"
     """"PxN": P sibling groups in flight, each one parent and one minibatch with N
