@@ -123,7 +123,7 @@ class GEPAConfig:
     ends and before the next starts; proposals already in flight finish (they are paid)."""
 
     run_dir: str | None = None
-    """Where the run state is saved after every finished evaluation batch (JSON plus
+    """Where the run state is saved when a group starts and when a proposal ends (JSON plus
     content-addressed texts, written atomically), beside a journal of every metric call
     (logged before it is paid) and reflection (`journal.py`). If it already holds a state,
     the run resumes from both: same pool, budget, cache and RNG streams, the groups that

@@ -285,6 +285,9 @@ class GEPAEngine(Generic[DataInst]):
                         break
                     running.add(asyncio.create_task(self._run_group(*plans)))
                     pending = None
+                    # saved as soon as it is numbered: a resumed run finishes it, and never
+                    # hands its iteration numbers (and journaled reflections) to another
+                    self._save()
                 if not running:  # nothing in flight, and the next group cannot fit
                     return stop or StopReason.BUDGET
                 wake = {
@@ -692,8 +695,7 @@ class GEPAEngine(Generic[DataInst]):
         batch, charged = await self._evaluator.evaluate(
             candidate, split, examples, reservation, priority=_priority(iteration, split)
         )
-        if charged:
-            self._save()
+        if charged:  # no save here: the journal already holds every call and answer
             await self._emit_budget(iteration, metric_calls=charged, reflection_calls=0)
         return batch
 

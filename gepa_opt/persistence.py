@@ -37,7 +37,7 @@ class RunStore:
         return self.texts_dir / f"{digest}.json"
 
     def save(self, snapshot: RunSnapshot) -> None:
-        """Persist `snapshot`; cheap to call after every evaluation batch (texts are reused)."""
+        """Persist `snapshot`; cheap to call often (texts already on disk are not written again)."""
         document = to_document(snapshot)
         state_json = _dumps(document)  # before any write, so a bad snapshot changes nothing
         self.texts_dir.mkdir(parents=True, exist_ok=True)
