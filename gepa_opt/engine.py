@@ -162,6 +162,7 @@ class GEPAEngine(Generic[DataInst]):
         self._wake = asyncio.Event()  # a group freed its place before its task ended
         self._proposals_in_flight = 0
         self._judged = self._improved = 0  # children judged on a minibatch, and beating it
+        self._admitted = self._leads = 0  # winners added to the pool, and those that led it
         self._shapes: list[ProposalShape] = []
         self._set_shape(self._auto_shape() if config.proposal_shape == "auto" else None)
         self._events = EventBus(on_event)
@@ -185,8 +186,9 @@ class GEPAEngine(Generic[DataInst]):
         self._policy = InFlightPolicy(config.in_flight, shape, config.max_concurrency)
 
     def _auto_shape(self) -> ProposalShape:
-        """The runtime model's shape for the latencies and acceptance measured so far
-        (equal latencies and an acceptance of 1/2 before anything is measured)."""
+        """The runtime model's shape for the latencies, acceptance and depth measured so
+        far (before anything is measured: equal latencies, an acceptance of 1/2, and every
+        winner taken to lead, the case where breadth costs most)."""
         workers = self._workers
         metric_s = workers.mean_seconds("metric") or 1.0
         reflection_s = workers.mean_seconds("reflection")
@@ -201,6 +203,8 @@ class GEPAEngine(Generic[DataInst]):
             len(self._val),
             latency=latency,
             acceptance_rate=acceptance,
+            # a prior of one winner that led the pool: depth until shown otherwise
+            lead_rate=(self._leads + 1) / (self._admitted + 1),
             reflections_per_proposal=1
             if self._config.module_selection == "round_robin"
             else len(self._components),
@@ -561,8 +565,11 @@ class GEPAEngine(Generic[DataInst]):
             trial.reason = RejectReason.DUPLICATE
             await self._announce_rejection(trial, parent_idx)
         else:
+            led = aggregate(self.state.val_scores[best_index(self.state.val_scores)])
             trial.candidate_idx = self.state.add(child, (parent_idx,), *self._val_results(val))
             self.state.merges_due += 1
+            self._admitted += 1
+            self._leads += aggregate(self.state.val_scores[trial.candidate_idx]) > led
             await self._events.emit(
                 ProposalAccepted(
                     iteration=plan.iteration,

@@ -14,7 +14,7 @@ proposal (components reflected on, run concurrently), W concurrent calls in the 
 parent on the minibatch and are evaluated on the valset), k = P*N proposals per step, m
 proposals in flight at once in the barrier-free engine (k there too: P sibling groups of N
 children side by side). `predict_wall_s` models upstream-style steps, every accepted
-child evaluated on the valset; `auto_shape` models one sibling group at a time.
+child evaluated on the valset; `auto_shape` models sibling groups, their best child each.
 
 One step, in stages:  P parents on their minibatch (P*b calls of L), k reflections (k*r calls
 of R), k children on their parent's minibatch (k*b calls of L), accepted children on the
@@ -169,47 +169,57 @@ def auto_shape(
     *,
     latency: CallLatency = UNIT_LATENCY,
     acceptance_rate: float = 0.5,
+    lead_rate: float = 1.0,
     reflections_per_proposal: int = 1,
     max_child_rounds: int = 2,
 ) -> tuple[int, int]:
-    """(1, N): the sibling group with the least expected seconds per accepted child.
+    """(P, N): the shape with the least expected seconds per useful accepted child.
 
     A group is one parent and one minibatch with N children, its best improving child sent
-    to the valset (`GEPAConfig.siblings="best"`); with the W slots to itself, each stage
-    lasting its calls over W (at least one call's time),
-        T(N) = max(1, b/W)*L + max(1, N*r/W)*R + max(1, N*b/W)*L + q_N*max(1, V/W)*L,
-    where q_N = 1 - (1 - a)^N is the chance that some child beats the parent. Seconds per
-    accepted child are T(N)/q_N; among the N within 2% of the fastest, the fewest metric
-    calls per accepted child, (b + N*b + q_N*V)/q_N, wins: past a few children q_N barely
-    moves while every child still pays its minibatch. Only N with N*b <= max_child_rounds*W
-    are considered. A slow reflection LM (R >> L) or a low acceptance rate favours more
-    children, a certain acceptance one child. P is 1: a second group would draw its parent
-    from a pool the first is about to change, so each accepted child would extend a
-    lineage one step behind. This rule is ours: the batched-GEPA paper's abstract, all we
-    have of it, names only its best shapes (8x1 on HoVer, 2x2 on LiveBench-Math), measured
-    on throughput rather than depth.
+    to the valset (`GEPAConfig.siblings="best"`); P groups run side by side on the W
+    slots, each stage lasting its calls over W (at least one call's time),
+        T(P, N) = max(1, P*b/W)*L + max(1, P*N*r/W)*R + max(1, P*N*b/W)*L
+                  + q_N*max(1, P*V/W)*L,
+    where q_N = 1 - (1 - a)^N is the chance that some child beats its parent. Depth is
+    what a second group costs: it draws its parent while the first is in flight, so when
+    the first's winner becomes the pool's new best (the lineage deepens: `lead_rate` f,
+    measured as the share of winners that did) the second extends a lineage one step
+    behind. Useful winners per round are q_N*(1 + (P-1)*(1-f)); among the shapes within
+    2% of the fewest seconds per useful winner, the fewest metric calls per useful
+    winner, P*(b + N*b + q_N*V) / useful, wins: past a few children q_N barely moves
+    while every child still pays its minibatch. Only P*N*b <= max_child_rounds*W is
+    considered. A slow reflection LM (R >> L) or a low acceptance rate favours more
+    children, a certain acceptance one child, and only a search whose winners rarely
+    lead (a shallow one) a second group. This rule is ours: the batched-GEPA paper's
+    abstract, all we have of it, names only its best shapes (8x1 on HoVer, 2x2 on
+    LiveBench-Math), measured on throughput rather than depth.
     """
     _check_int("pool_size", pool_size, minimum=1)
     _check_int("max_child_rounds", max_child_rounds, minimum=1)
     _check_workload(minibatch_size, valset_size, acceptance_rate, reflections_per_proposal)
+    if not 0.0 <= lead_rate <= 1.0:
+        raise ValueError(f"lead_rate must be in [0, 1], got {lead_rate!r}")
     b, V, W, r = minibatch_size, valset_size, pool_size, reflections_per_proposal
-    L, R, a = latency.metric_s, latency.reflection_s, max(acceptance_rate, 1e-3)
+    L, R, a, f = latency.metric_s, latency.reflection_s, max(acceptance_rate, 1e-3), lead_rate
 
-    def cost(n: int) -> tuple[float, float]:
+    def cost(p: int, n: int) -> tuple[float, float]:
         q = 1 - (1 - a) ** n
         seconds = (
-            max(1, b / W) * L
-            + max(1, n * r / W) * R
-            + max(1, n * b / W) * L
-            + q * max(1, V / W) * L
+            max(1, p * b / W) * L
+            + max(1, p * n * r / W) * R
+            + max(1, p * n * b / W) * L
+            + q * max(1, p * V / W) * L
         )
-        return seconds / q, (b + n * b + q * V) / q
+        useful = q * (1 + (p - 1) * (1 - f))
+        return seconds / useful, p * (b + n * b + q * V) / useful
 
-    widest = max(1, max_child_rounds * W // b)
-    costs = {n: cost(n) for n in range(1, widest + 1)}
+    room = max(b, max_child_rounds * W)  # one child of one group always fits
+    costs = {
+        (p, n): cost(p, n) for p in range(1, room // b + 1) for n in range(1, room // (p * b) + 1)
+    }
     fastest = min(seconds for seconds, _ in costs.values())
-    near = [n for n, (seconds, _) in costs.items() if seconds <= fastest * 1.02]
-    return 1, min(near, key=lambda n: (costs[n][1], n))
+    near = [shape for shape, (seconds, _) in costs.items() if seconds <= fastest * 1.02]
+    return min(near, key=lambda shape: (costs[shape][1], shape))
 
 
 def _expected_valset_rounds(

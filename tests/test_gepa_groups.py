@@ -2,10 +2,13 @@
 start, and which waiting call a freed slot serves."""
 
 import asyncio
+import random
 from collections import Counter
 
 from gepa_opt import (
+    EvaluationBatch,
     GEPAConfig,
+    GEPAEngine,
     GEPAEvent,
     ProposalAccepted,
     ProposalFinished,
@@ -165,3 +168,46 @@ async def test_every_sibling_to_the_valset_ends_even_when_the_budget_runs_short(
                             max_concurrency=2, skip_perfect_score=False)  # fmt: skip
         result, _, _ = await asyncio.wait_for(run(config), timeout=10)
         assert result.metric_calls_used <= budget
+
+
+class ShallowAdapter(KeywordAdapter):
+    """Train scores are coin flips seeded by text and example (a child beats its parent
+    about a third of the time, however deep); the valset never moves, so no winner ever
+    leads the pool: a search with no depth."""
+
+    async def evaluate(self, batch, candidate, capture_traces=False):
+        result = await super().evaluate(batch, candidate, capture_traces)
+        digest = candidate_digest(candidate)
+        scores = [
+            0.5 if t.split == "val" else float(random.Random(f"{digest}:{t.id}").random() < 0.5)
+            for t in batch
+        ]
+        return EvaluationBatch(result.outputs, scores, result.trajectories)
+
+
+class NumberingReflector(KeywordReflector):
+    """A new text every call."""
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        current = prompt.split("```\n", 1)[1].split("\n```", 1)[0]
+        return f"```\n{current} v{len(self.prompts)}\n```"
+
+
+async def test_auto_widens_to_more_groups_only_when_winners_do_not_lead() -> None:
+    config = GEPAConfig(proposal_shape="auto", max_concurrency=8, max_metric_calls=300)
+    shallow = GEPAEngine(
+        {"p": "Answer."}, tasks("train", 12), tasks("val", 6), ShallowAdapter(),
+        NumberingReflector(), config, example_id=lambda t: t.id,
+    )  # fmt: skip
+    result = await shallow.run()
+    assert len(result.candidates) > 4  # winners joined the pool without raising its best
+    assert any(
+        shape.startswith(("2x", "3x", "4x", "5x")) for shape in shallow.shapes_used().split(">")
+    )
+    deep = GEPAEngine(
+        {"p": "Answer."}, tasks("train", 12), tasks("val", 6), KeywordAdapter(),
+        VariedReflector(), config, example_id=lambda t: t.id,
+    )  # fmt: skip
+    await deep.run()  # every winner adds a keyword: each one leads
+    assert all(shape.startswith("1x") for shape in deep.shapes_used().split(">"))

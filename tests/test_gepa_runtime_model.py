@@ -177,6 +177,18 @@ def test_auto_shape_sizes_the_sibling_group_from_latencies_and_acceptance() -> N
     assert parents == 1 and 2 < children < 32 // 3
 
 
+def test_auto_shape_runs_groups_side_by_side_only_when_winners_rarely_lead() -> None:
+    # W=8, b=3, V=24, a=0.1: one group of five, T = 1 + 1 + 1.875 + 0.41*3 = 5.11 s per
+    # 0.41 winners (12.5 s each); two groups of two when no winner leads, T = 1 + 1 + 1.5
+    # + 0.19*6 = 4.64 s per 2*0.19 useful winners (12.2 s each).
+    assert auto_shape(8, 3, 24, acceptance_rate=0.1, lead_rate=0.0) == (2, 2)
+    # when winners lead, the second group's winner extends a stale lineage
+    for lead_rate in (0.5, 1.0):
+        assert auto_shape(8, 3, 24, acceptance_rate=0.1, lead_rate=lead_rate) == (1, 5)
+    for acceptance_rate in (0.05, 0.2, 0.5, 0.9):
+        assert auto_shape(8, 3, 24, acceptance_rate=acceptance_rate)[0] == 1
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -190,6 +202,7 @@ def test_auto_shape_sizes_the_sibling_group_from_latencies_and_acceptance() -> N
         (lambda: predict((1, 1), pool=1, budget=50, b=3, V=0, a=0.5), "valset_size"),
         (lambda: predict((1, 1), pool=1, budget=50, b=3, V=10, a=1.5), "acceptance_rate"),
         (lambda: auto_shape(4, 3, 10, max_child_rounds=0), "max_child_rounds"),
+        (lambda: auto_shape(4, 3, 10, lead_rate=1.5), "lead_rate"),
         (lambda: predict((1, 1), 1, 50, b=3, V=10, a=0.5, max_in_flight=0), "max_in_flight"),
         (lambda: predict(pool=1, schedule="bogus", **WORKED), "bogus"),
     ],
