@@ -1,5 +1,5 @@
 """`flywheel` command line: run the nightly flywheel, look at what is in production,
-promote a candidate or roll back, or serve the local model."""
+promote a candidate or roll back, write a settings file, or serve the local model."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import argparse
 import asyncio
 import getpass
 import sys
+import traceback
 import warnings
 from datetime import UTC, datetime
+from pathlib import Path
 
 from rich.console import Console
 
@@ -22,17 +24,39 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = Settings()
     prepare_environment(settings.state_dir)
+    from flows.night_lock import one_night
     from flows.nightly import nightly
     from flows.report import print_summary
-    from flows.runtime import Runtime
+    from flows.runtime import RUN_ID_FORMAT, Runtime, check_run_id
+    from infra.errors import UserFacingError
 
-    rt = Runtime(settings)
-    rt.preflight()
-    run_id = args.resume or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    console.print(f"flywheel night [bold]{run_id}[/] — state in {settings.state_dir.resolve()}")
-    report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
+    run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
+    # before anything opens the folder's stores: a second night must not race on them
+    with one_night(settings.state_dir, run_id, settings.state.wait_for_night_s):
+        rt = Runtime(settings)
+        rt.preflight()
+        state = settings.state_dir.resolve()
+        console.print(f"flywheel night [bold]{run_id}[/] — state in {state}")
+        try:
+            report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
+        except UserFacingError:
+            raise
+        except Exception as error:  # a night's end: one sentence, the traceback kept
+            _night_failed(rt.run_dir(run_id), run_id, error)
+            return 1
     print_summary(report, Console())
     return 0
+
+
+def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
+    """The traceback goes to the run's folder, the person gets a sentence and the way on."""
+    trace = run_dir / "error.txt"
+    trace.write_text("".join(traceback.format_exception(error)))
+    console.print(
+        f"[red]flywheel: night {run_id} failed: {type(error).__name__}: {error}[/]\n"
+        f"Every finished stage is kept; `flywheel run --resume {run_id}` goes on from the "
+        f"one that failed. The traceback is in {trace}."
+    )
 
 
 def _move(args: argparse.Namespace) -> int:
@@ -65,6 +89,23 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    """Write the commented settings file for Langfuse + MLflow + vLLM."""
+    from importlib.resources import files
+
+    from infra.errors import UserFacingError
+
+    target = Path(args.path)
+    if target.exists() and not args.force:
+        raise UserFacingError(f"{target} exists already: edit it, or pass --force to replace it.")
+    target.write_text(files("infra.deploy").joinpath("flywheel.toml").read_text())
+    console.print(
+        f"Wrote {target}: put the secrets its first lines name in the environment, "
+        "then `flywheel run`."
+    )
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from infra.lm.server import serve
     from infra.settings import Settings
@@ -94,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     rollback = sub.add_parser("rollback", help="move production back to the version before")
     rollback.add_argument("--by", help="who rolls back (default: the user name)")
     rollback.set_defaults(handler=_move)
+    init = sub.add_parser("init", help="write a commented flywheel.toml for Langfuse, MLflow, vLLM")
+    init.add_argument("--path", default="flywheel.toml")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(handler=_init)
     serve = sub.add_parser("serve-model", help="serve the local model as an OpenAI-compatible API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)

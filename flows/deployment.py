@@ -10,12 +10,12 @@ from prefect.runtime import flow_run
 
 from flows.night_report import NightReport
 from flows.nightly import nightly
-from flows.runtime import Runtime
+from flows.runtime import RUN_ID_FORMAT, Runtime
 from infra.settings import NightKnobs, Settings
 
 
 @flow(name="nightly-scheduled")
 async def nightly_deployment(knobs: NightKnobs | None = None) -> NightReport:
     settings = Settings()
-    run_id = flow_run.scheduled_start_time.strftime("%Y%m%dT%H%M%SZ")
+    run_id = flow_run.scheduled_start_time.strftime(RUN_ID_FORMAT)
     return await nightly(run_id=run_id, knobs=knobs or settings.knobs(), runtime=Runtime(settings))

@@ -10,7 +10,12 @@ from pathlib import Path
 
 
 def prepare_environment(state_dir: Path) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # The state folder holds trace text, MLflow's store and adapters: the user's alone.
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        state_dir.chmod(0o700)
+    except PermissionError:  # a folder another user made for us: theirs to restrict
+        pass
     defaults = {
         # Prefect's ephemeral server keeps its database (the runs the UI shows) and the
         # persisted task results here, next to the MLflow store.

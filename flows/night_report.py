@@ -57,6 +57,7 @@ class NightReport:
     registered: Registered | None = None
     moved: Move | None = None  # what the night did to production (promotion.auto)
     feedback: Feedback | None = None  # label requests and judge scores sent back
+    seed_prompts: dict[str, str] = field(default_factory=dict)  # where the agent started
 
     @property
     def judge_trusted(self) -> bool:

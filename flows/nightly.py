@@ -15,9 +15,12 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.settings import get_current_settings
+from prefect.tasks import exponential_backoff
 
 from flows import feedback, stages
 from flows.approval import ask_approval
@@ -29,8 +32,10 @@ from flows.promotion import PRODUCTION, Move, decline, promote
 from flows.promotion_gate import Evidence, PromotionDecision, decide
 from flows.registration import log_feedback, production_prompts, register_versions
 from flows.report import render_markdown
+from flows.retention import expire
 from flows.runtime import Runtime
 from flows.stage_clock import StageClock
+from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
 from infra.types import Example
 from judges.align import Alignment
@@ -49,6 +54,24 @@ def _stage_key(context, parameters) -> str:
 
 def _stage(name: str):
     return task(name=name, cache_key_fn=_stage_key, persist_result=True, retries=0)
+
+
+def _retrying(rt: Runtime, stage):
+    """A stage that only talks to Langfuse or MLflow, retried as `[network]` says: a blip
+    of a service waits, instead of failing the night. Compute stages are not retried: a
+    failure there is no blip, and `--resume` redoes only what did not finish."""
+    cfg = rt.settings.network
+    return stage.with_options(
+        retries=cfg.stage_retries,
+        retry_delay_seconds=exponential_backoff(cfg.retry_delay_s),
+        retry_condition_fn=_transient,
+    )
+
+
+def _transient(task, task_run, state) -> bool:
+    """Retry a timeout, a dropped connection, a 429 or a 5xx; not bad input."""
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, BaseException) and is_transient(error)
 
 
 async def _optimizing(label: str, budget: int, run):
@@ -137,6 +160,7 @@ async def gate_judge(
             collected.window,
             rt.settings.judge.min_agreement,
             rt.settings.seed,
+            rt.settings.judge.min_heldout_labels,
         )
 
 
@@ -220,7 +244,7 @@ async def _production_move(
         return None
     if cfg.auto:
         by = f"flywheel night {run_id} (promotion.auto)"
-        return await promote_candidate(rt, run_id, version, decision, by)
+        return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
     if cfg.approval_timeout_s <= 0:
         return None
     answer = await ask_approval(version, decision.reason, cfg.approval_timeout_s)
@@ -229,7 +253,7 @@ async def _production_move(
     by = answer.by or "a person in Prefect"
     if not answer.promote:
         return decline(rt.registry, rt.settings.registry.model_name, version, by)
-    return await promote_candidate(rt, run_id, version, decision, by)
+    return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
 
 
 def night_evidence(
@@ -299,8 +323,13 @@ async def nightly(
     rt = rt.with_knobs(knobs) if knobs is not None else rt
     start = time.perf_counter()
     clock = StageClock()
-    production = await read_production(rt, run_id)
-    collected = await clock.time("collect", collect_traces(rt, run_id))
+    if (days := rt.settings.state.retention_days) is not None:
+        state_dir = rt.settings.state_dir.resolve()
+        results = Path(get_current_settings().results.local_storage_path).resolve()
+        # only flywheel's own results: a team's Prefect storage holds other flows' too
+        expire(results if results.is_relative_to(state_dir) else None, state_dir / "runs", days)
+    production = await _retrying(rt, read_production)(rt, run_id)
+    collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
@@ -335,8 +364,9 @@ async def nightly(
         promotion=decision,
         # the candidate's weights: tonight's adapter if kept, else production's carried on
         adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
+        seed_prompts=production.prompts,
     )
-    registered = await clock.time("register", register(rt, run_id, report))
+    registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
     # the night succeeded: the next one reads labels made from this one's fetch on
     rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
@@ -349,8 +379,8 @@ async def nightly(
             judge.label,
             len(collected.examples),
             lambda: judge_night_traces(rt, run_id, collected, judge),
-            lambda verdicts: request_labels(rt, run_id, verdicts, judge),
-            lambda verdicts: write_judge_scores(rt, run_id, verdicts, gate),
+            lambda verdicts: _retrying(rt, request_labels)(rt, run_id, verdicts, judge),
+            lambda verdicts: _retrying(rt, write_judge_scores)(rt, run_id, verdicts, gate),
         ),
     )
     report = replace(report, feedback=sent)

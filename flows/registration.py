@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 
+from flows.night_figures import curves_figure, prompt_diffs
 from flows.night_report import CANDIDATE, NightReport, Registered
 from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence, publish_managed
 from flows.report import render_markdown
 from flows.runtime import Runtime
+from infra.redaction import mask
 from infra.registry.mlflow_registry import Registry, safe_params
 
 
@@ -23,30 +25,29 @@ def production_prompts(registry: Registry, components: list[str]) -> dict[str, s
 
 
 def _register_prompts(
-    registry: Registry,
-    prefix: str,
-    prompts: dict[str, str],
-    run_id: str,
-    tags: dict[str, str],
-    candidate: bool,
+    registry: Registry, prefix: str, prompts: dict[str, str], run_id: str, tags: dict[str, str]
 ) -> dict[str, int]:
+    """One version per component; the version a killed night already registered for this
+    run id, with this text, is reused instead of registered twice."""
     versions = {}
     for component, text in prompts.items():
         name = f"{prefix}-{component}"
-        version = registry.register_prompt(
+        versions[name] = registry.find_prompt_version(name, text, tags) or registry.register_prompt(
             name, text, commit_message=f"flywheel night {run_id}", tags=tags
         )
-        if candidate:
-            registry.set_prompt_alias(name, CANDIDATE, version)
-        versions[name] = version
     return versions
 
 
 def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Registered:
+    """The night's MLflow run, its prompt versions and its model version, then the
+    "candidate" aliases, all last. Idempotent per run id: a night killed midway and
+    resumed finds its run (left RUNNING), its prompt versions and its model version,
+    and registers nothing twice; the aliases move only once every version exists."""
     registry, settings, gate = rt.registry, rt.settings, report.gate
     metrics = report.metrics()
     tags = {"flywheel.run_id": run_id}
-    with registry.start_run(f"nightly-{run_id}", tags=tags) as run:
+    with registry.start_or_resume_run(f"nightly-{run_id}", tags) as run:
+        resumed = bool(run.data.metrics)  # a killed night's run: its curves are logged
         registry.log_params(safe_params(settings))
         # the judge's version tags, and which judge the night ran on
         registry.log_params(
@@ -58,15 +59,16 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         )
         registry.log_metrics(metrics)
         for name, curve in (("judge", report.alignment.curve), ("agent", report.prompt.curve)):
-            for calls, best in curve:  # the optimization curve, step = metric calls spent
+            for calls, best in [] if resumed else curve:  # step = metric calls spent
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
         registry.log_text(render_markdown(report), "report.md")
+        registry.log_text(prompt_diffs(report), "prompt_diff.md")
+        registry.log_figure(curves_figure(report), "optimization_curves.png")
         passed = report.promotion is not None and report.promotion.passed
         if report.evidence is not None:
             log_evidence(registry, report.evidence)
-        prompt_versions = _register_prompts(
-            registry, settings.registry.prompt_name, report.prompt.prompts, run_id, tags, passed
-        )
+        prefix, model = settings.registry.prompt_name, settings.registry.model_name
+        prompt_versions = _register_prompts(registry, prefix, report.prompt.prompts, run_id, tags)
         version_tags = {
             "flywheel.judge_trusted": str(report.judge_trusted).lower(),
             "flywheel.judge_version": gate.judge.label,
@@ -75,25 +77,28 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         }
         if report.promotion is not None:
             version_tags |= report.promotion.tags()
-        model_version = registry.register_model_version(
-            settings.registry.model_name,
+        model_version = registry.find_model_version(model, tags) or registry.register_model_version(
+            model,
             report.adapter_path,
             [f"prompts:/{name}/{v}" for name, v in prompt_versions.items()],
             metrics,
             tags | version_tags,
-            alias=CANDIDATE if passed else None,
+            alias=None,
         )
-        if passed and rt.prompt_hub is not None:  # a candidate label where the agent reads
-            model = settings.registry.model_name
-            prompts = report.prompt.prompts
-            publish_managed(registry, rt.prompt_hub, model, model_version, prompts, [CANDIDATE])
+        if passed:  # last, so that "candidate" never names a half-registered night
+            for name, version in prompt_versions.items():
+                registry.set_prompt_alias(name, CANDIDATE, version)
+            registry.set_model_alias(model, CANDIDATE, model_version)
+            if rt.prompt_hub is not None:  # a candidate label where the agent reads
+                prompts = report.prompt.prompts
+                publish_managed(registry, rt.prompt_hub, model, model_version, prompts, [CANDIDATE])
         run_id_mlflow = run.info.run_id
     return Registered(
-        tracking_uri=settings.tracking_uri,
+        tracking_uri=mask(settings.tracking_uri),  # no user:password in the report
         mlflow_run_id=run_id_mlflow,
         prompt_versions=prompt_versions,
         judge_prompt_versions=gate.judge.versions,
-        model_name=settings.registry.model_name,
+        model_name=model,
         model_version=model_version,
         with_adapter=report.adapter_path is not None,
         candidate=passed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from flows.night_figures import prompt_diffs
 from flows.night_report import NightReport
 
 # The primary agreement statistics (`judges.metrics.primary_metric`), for people.
@@ -157,4 +158,5 @@ def render_markdown(report: NightReport) -> str:
     if report.registered:
         lines += ["", report.registered.describe()]
     lines += promotion_lines(report)
+    lines += ["", prompt_diffs(report)]
     return "\n".join(lines)

@@ -8,20 +8,36 @@ night's knobs travel as parameters of their own.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from flows.collect import load_heldout
+from flows.collect import load_heldout, window_start
 from infra.agents import Agent, load_agent
+from infra.errors import UserFacingError
 from infra.labels import LabelStore
 from infra.lm import LM
 from infra.lm.factory import make_lm
+from infra.redaction import Redactor
 from infra.registry.mlflow_registry import Registry
 from infra.settings import NightKnobs, Settings
 from infra.traces import TraceSource
 from infra.traces.factory import make_trace_source
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 from infra.types import Example
+
+RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"  # a new night's id: when it started, UTC
+RUN_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id names folders and cache keys: letters, digits, '.', '_', '-' only."""
+    if not RUN_ID_RULE.fullmatch(run_id) or ".." in run_id:
+        raise UserFacingError(
+            f"{run_id!r} is not a night's run id: use the id `flywheel status` shows "
+            "(letters, digits, '.', '_' and '-', at most 64)."
+        )
+    return run_id
 
 
 class Runtime:
@@ -70,7 +86,13 @@ class Runtime:
     @property
     def traces(self) -> TraceSource:
         return self._get(
-            "traces", lambda: make_trace_source(self.settings.traces, self.settings.state_dir)
+            "traces",
+            lambda: make_trace_source(
+                self.settings.traces,
+                self.settings.state_dir,
+                self.redactor,
+                self.settings.network.langfuse_timeout_s,
+            ),
         )
 
     @property
@@ -95,10 +117,32 @@ class Runtime:
 
     def preflight(self) -> None:
         """Fail before the night starts, with one sentence, if the model, the trace source
-        or the registry cannot be reached (each raises a UserFacingError)."""
-        self.traces.fetch(since=None, limit=1)
+        or the registry cannot be reached (each raises a UserFacingError), or if there is
+        nothing to learn from: no usable trace in the window, or no human label at all."""
+        self._check_traces()
         self.registry  # noqa: B018 - opening the store is the check
         self.lm  # noqa: B018 - loading the model (or opening its client) is the check
+
+    def _check_traces(self) -> None:
+        cfg = self.settings.traces
+        since = window_start(cfg.lookback_hours)
+        batch = self.traces.fetch(since=since, limit=1)
+        if not batch.traces:
+            window = f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""
+            why = f"; the first left out: {batch.skipped[0].reason}" if batch.skipped else ""
+            raise UserFacingError(
+                f"The trace source has no usable trace{window}{why}: a night needs traces "
+                "to learn from (check traces.source and traces.lookback_hours)."
+            )
+        name = cfg.annotation_name
+        if not self.labels.labels(name):  # none kept from earlier nights: the source's
+            labels = self.traces.fetch_labels(name, since=None)
+            if not any(a.name == name for a in labels.annotations):
+                raise UserFacingError(
+                    f"No human annotation named {name!r} on any trace: the judge learns "
+                    "from people's labels, so annotate some traces (or set "
+                    "traces.annotation_name to the score your team uses)."
+                )
 
     def heldout_examples(self, trace_slice: list[Example] | None = None) -> list[Example]:
         """The held-out examples: `eval.heldout_path`, else `eval.dataset`, else the night's
@@ -106,15 +150,28 @@ class Runtime:
         traces (the demo export's); none otherwise."""
         cfg = self.settings.eval
         if cfg.heldout_path:
-            return load_heldout(Path(cfg.heldout_path))
+            return self._masked(load_heldout(Path(cfg.heldout_path)))
         if cfg.dataset:
             return self.traces.dataset_examples(cfg.dataset)
         if trace_slice:
             return trace_slice
         path = self.traces.heldout_file()
-        return load_heldout(path) if path else []
+        return self._masked(load_heldout(path)) if path else []
+
+    @property
+    def redactor(self) -> Redactor | None:
+        """What masks trace text as it comes in (`[redaction]`); None when turned off."""
+        cfg = self.settings.redaction
+        return self._get(
+            "redactor", lambda: Redactor.standard(cfg.patterns) if cfg.enabled else None
+        )
+
+    def _masked(self, examples: list[Example]) -> list[Example]:
+        """A held-out file reaches the agent and the reports as traces do: masked."""
+        redactor = self.redactor
+        return examples if redactor is None else [redactor.example(e) for e in examples]
 
     def run_dir(self, run_id: str) -> Path:
-        path = self.settings.state_dir / "runs" / run_id
+        path = self.settings.state_dir / "runs" / check_run_id(run_id)
         path.mkdir(parents=True, exist_ok=True)
         return path

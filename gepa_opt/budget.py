@@ -17,13 +17,16 @@ class Budget:
     A proposal reserves its minibatch work (parent's uncached minibatch, child's
     minibatch) before it starts and a valset pass only once its child is accepted, charges
     what it really runs against those reservations, and releases the rest when it ends.
-    Reflection calls are counted, not limited.
+    Reflection calls have a limit of their own, `max_reflection_calls` (None: counted
+    only): a proposal reserves its reflections when it is planned, as it does metric calls.
     """
 
     max_metric_calls: int
     metric_calls_used: int = 0
     reserved: int = 0
     reflection_calls: int = 0
+    max_reflection_calls: int | None = None
+    reflections_reserved: int = 0
     _freed: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
@@ -42,8 +45,25 @@ class Budget:
         self.reserved += metric_calls
         return Reservation(self, metric_calls)
 
-    def record_reflections(self, calls: int) -> None:
+    def reflections_left(self) -> int | None:
+        """Reflection calls not yet made or reserved; None when they are not limited."""
+        if self.max_reflection_calls is None:
+            return None
+        return self.max_reflection_calls - self.reflection_calls - self.reflections_reserved
+
+    def reserve_reflections(self, calls: int) -> None:
+        """Set aside a planned proposal's reflections. Planning checks `reflections_left`
+        first; a group resumed after a kill takes back what it had, even past the limit."""
+        self.reflections_reserved += calls
+
+    def record_reflections(self, calls: int, reserved: bool = True) -> None:
+        """Reflection calls made (`reserved`: from a proposal's reservation)."""
         self.reflection_calls += calls
+        if reserved:
+            self.release_reflections(calls)
+
+    def release_reflections(self, calls: int) -> None:
+        self.reflections_reserved -= calls
 
     async def freed(self) -> None:
         """Return once some reservation has ended (and given back what it did not use)."""

@@ -70,9 +70,9 @@ class GEPAConfig:
     proposal_shape: str = "1x1"
     """"PxN": P sibling groups in flight, each one parent and one minibatch with N
     children reflected from them. "1x1" with one slot is the paper's one mutation at a
-    time. "auto" picks the shape `runtime_model.auto_shape` predicts fastest per accepted
-    child from the call latencies and acceptance rate measured so far, and re-decides it
-    before every group."""
+    time. "auto" picks the shape `runtime_model.auto_shape` predicts fastest per useful
+    accepted child from the call latencies, acceptance rate and depth (the share of
+    winners that led the pool) measured so far, and re-decides it before every group."""
 
     in_flight: InFlight = "shape"
     """Whether worker slots that would idle start groups beyond the shape's P: "shape"
@@ -130,6 +130,12 @@ class GEPAConfig:
     were in flight finished under their own numbers, and the calls paid in all, by every
     process of the run, never above `max_metric_calls`."""
 
+    max_reflection_calls: int | None = None
+    """Reflection-LM calls at most (None: no limit but the metric budget). A group starts
+    only with the reflections its children need still free, so a reflection endpoint that
+    keeps failing or returning nothing (proposals that cost no metric call) cannot make a
+    run spin; the run ends with `StopReason.REFLECTION_BUDGET`."""
+
     max_idle_iterations: int = 100
     """Stop after this many proposals in a row that cost no metric call (perfect parents
     already cached, empty or duplicate proposals): with the cache, nothing else would end
@@ -143,6 +149,8 @@ class GEPAConfig:
             "max_idle_iterations": self.max_idle_iterations,
             "merge_subsample_size": self.merge_subsample_size,
         }
+        if self.max_reflection_calls is not None:
+            positive["max_reflection_calls"] = self.max_reflection_calls
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"GEPAConfig.{name} must be a positive integer, got {value!r}")

@@ -136,12 +136,15 @@ class GEPAEngine(Generic[DataInst]):
         self._adapter = adapter
         self._reflection_lm = reflection_lm
         self._config = config
-        self._budget = Budget(config.max_metric_calls)
+        self._budget = Budget(
+            config.max_metric_calls, max_reflection_calls=config.max_reflection_calls
+        )
         self._workers = WorkerPool(config.max_concurrency)
         self._store = RunStore(config.run_dir) if config.run_dir else None
         self._journal: CallJournal | None = None  # opened by `run`
         self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
         self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
+        self._reflected: set[int] = set()  # proposals whose reserved reflections were made
         self._resumed: list[tuple[Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
         self._selector = make_candidate_selector(
@@ -205,11 +208,13 @@ class GEPAEngine(Generic[DataInst]):
             acceptance_rate=acceptance,
             # a prior of one winner that led the pool: depth until shown otherwise
             lead_rate=(self._leads + 1) / (self._admitted + 1),
-            reflections_per_proposal=1
-            if self._config.module_selection == "round_robin"
-            else len(self._components),
+            reflections_per_proposal=self._reflections_per_child(),
         )
         return ProposalShape(parents, children)
+
+    def _reflections_per_child(self) -> int:
+        """Reflection calls one proposal makes: one per component it rewrites."""
+        return 1 if self._config.module_selection == "round_robin" else len(self._components)
 
     async def run(self) -> GEPAResult:
         started = self._started = time.monotonic()
@@ -293,7 +298,7 @@ class GEPAEngine(Generic[DataInst]):
                     # hands its iteration numbers (and journaled reflections) to another
                     self._save()
                 if not running:  # nothing in flight, and the next group cannot fit
-                    return stop or StopReason.BUDGET
+                    return stop or self._out_of_budget()
                 wake = {
                     asyncio.ensure_future(self._workers.freed()),
                     asyncio.ensure_future(self._wake.wait()),
@@ -313,6 +318,12 @@ class GEPAEngine(Generic[DataInst]):
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
+
+    def _out_of_budget(self) -> StopReason:
+        left = self._budget.reflections_left()
+        if left is not None and left < self._reflections_per_child():
+            return StopReason.REFLECTION_BUDGET
+        return StopReason.BUDGET
 
     def _draw(self, room: Room) -> Draw | None:
         """Parent and minibatch of the next group (lines 5-6): a winner to continue from
@@ -355,6 +366,9 @@ class GEPAEngine(Generic[DataInst]):
         b = len(draw.minibatch)
         fit = (self._budget.remaining - parent_cost - len(self._val)) // b
         children = min(self.shape.children if resumed is None else len(resumed), fit)
+        reflections = self._budget.reflections_left()
+        if reflections is not None and resumed is None:  # a resumed group was reserved for
+            children = min(children, reflections // self._reflections_per_child())
         if children < 1:
             return None
         group = self._budget.reserve(parent_cost)
@@ -367,6 +381,7 @@ class GEPAEngine(Generic[DataInst]):
                 iteration = self.state.iteration
             else:
                 iteration, components = resumed[k]
+            self._budget.reserve_reflections(len(components))  # released as it reflects
             plans.append(Plan(iteration, draw, components, self._budget.reserve(b)))
         if draw.parent_index.done() and resumed is None:
             self.state.component_cursor[draw.parent_idx] = cursor
@@ -453,6 +468,9 @@ class GEPAEngine(Generic[DataInst]):
             group.release()
             for plan in plans:
                 plan.reservation.release()
+                if plan.iteration not in self._reflected:  # skipped, replayed or failed
+                    self._budget.release_reflections(len(plan.components))
+                self._reflected.discard(plan.iteration)
             if successor is not None and not successor.parent_index.done():
                 successor.parent_index.cancel()  # this group failed: its successor must not wait
             if occupied:
@@ -542,6 +560,7 @@ class GEPAEngine(Generic[DataInst]):
             for component, text in texts.items():
                 self._journal.reflected(iteration, component, text)
         self._budget.record_reflections(len(components))
+        self._reflected.add(iteration)
         await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         return texts
 
@@ -761,6 +780,7 @@ class GEPAEngine(Generic[DataInst]):
             )
         self.state, budget, cache, rngs = restore(snapshot)
         budget.max_metric_calls = self._config.max_metric_calls  # a resume may extend it
+        budget.max_reflection_calls = self._config.max_reflection_calls
         self._budget = budget
         self._evaluator = Evaluator(self._adapter, cache, self._workers, self._journal)
         for name, rng in self._rngs().items():
@@ -787,6 +807,7 @@ class GEPAEngine(Generic[DataInst]):
         assert self._journal is not None
         replayed = self._journal.replay(offset)
         self._budget.metric_calls_used += replayed.paid
+        self._budget.record_reflections(len(replayed.reflections), reserved=False)
         for key, evaluation in replayed.results.items():
             self._evaluator.cache.put(*key, evaluation)
         self._reflections.update(replayed.reflections)

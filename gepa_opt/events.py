@@ -33,6 +33,8 @@ class RejectReason(StrEnum):
 class StopReason(StrEnum):
     BUDGET = "budget"
     """The next proposal's worst-case cost no longer fits in `max_metric_calls`."""
+    REFLECTION_BUDGET = "reflection_budget"
+    """The next proposal's reflections no longer fit in `max_reflection_calls`."""
     STALLED = "stalled"
     """`max_idle_iterations` proposals in a row cost nothing: no progress is possible."""
     # GEPAConfig.stop (`stopping.StopRules`), in the order they are checked:

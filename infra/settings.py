@@ -12,13 +12,25 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from infra.redaction import compile_user_pattern
 
 
 class Section(BaseModel):
@@ -64,6 +76,10 @@ class TraceSettings(Section):
     lookback_hours: int | None = None
     max_traces: int = 1000
     trace_name: str | None = None  # Langfuse: only traces of this name
+    # Langfuse: only traces of this environment (e.g. "production"; None = every one);
+    # the judge's scores are written to each trace's own environment
+    environment: str | None = None
+    tags: list[str] = Field(default_factory=list)  # Langfuse: only traces with all these tags
     # Langfuse: the annotation queue (name or id) that receives the judge's label requests
     annotation_queue: str | None = None
     # The name of the score the judge writes on each night's traces (source API, never
@@ -84,12 +100,15 @@ class GEPASettings(Section):
     max_metric_calls: int = 320  # the budget: evaluations of one example by one candidate
     reflection_minibatch_size: int = 6  # examples the reflection reads per proposal
     max_concurrency: int = 32  # GEPA's LM calls in flight (the local model batches them)
-    # P sibling groups x N children each, or "auto" (1 x N from the latencies and the
-    # acceptance measured as the run goes)
+    # P sibling groups x N children each, or "auto" (from the latencies, acceptance and
+    # depth measured as the run goes)
     proposal_shape: str = "auto"
     # GEPA+Merge: also try to merge two Pareto-front lineages after accepted proposals
     use_merge: bool = False
     max_merge_invocations: int = 5
+    # Reflection-model calls at most: a night's stage reaches its metric budget with far
+    # fewer; this bounds one whose reflection endpoint fails or answers nothing
+    max_reflection_calls: PositiveInt | None = 100
     reflection_max_tokens: int = 200
 
     def gepa_fields(self) -> dict[str, object]:
@@ -111,6 +130,9 @@ class JudgeSettings(GEPASettings):
     # Spearman's rho for any other number. A night whose judge is below it still runs,
     # but what it registers is marked untrusted and must not be promoted.
     min_agreement: float = 0.2
+    # Held-out labels the gate needs before a judge can pass it (or be trusted): fewer
+    # make kappa a coin toss.
+    min_heldout_labels: NonNegativeInt = 20
     # The judge learns from every label to date (kept in the state folder's label store);
     # a number keeps only the labels of that many last days.
     label_window_days: int | None = None
@@ -198,6 +220,47 @@ class RegistrySettings(Section):
     model_name: str = "agent"
 
 
+class NetworkSettings(Section):
+    """Faults of the services a night talks to: Langfuse, MLflow and the stages that only
+    talk to them (reading production, collecting traces, registering, sending feedback).
+    Model servers have their own `timeout_s` and `max_retries` under [lm], [reflection]."""
+
+    # Prefect retries of a network-only stage, after waits of retry_delay_s, then 2x, 4x...
+    stage_retries: NonNegativeInt = 2
+    retry_delay_s: NonNegativeFloat = 10.0
+    langfuse_timeout_s: PositiveInt = 30  # per request (the SDK's own default is 5 s)
+    mlflow_timeout_s: PositiveInt = 60  # per HTTP request to an MLflow server
+    mlflow_max_retries: NonNegativeInt = 5  # MLflow's own retries, with its backoff
+
+
+class StateSettings(Section):
+    """What the state folder keeps."""
+
+    # Days a night's persisted stage results and GEPA run folders (raw, though masked,
+    # trace text) are kept; then they go, and a night that old can no longer be resumed.
+    # None = forever. MLflow's versions, the label store and the outbox are kept.
+    retention_days: PositiveInt | None = 30
+    # How long `flywheel run` waits for a night already running in this folder before it
+    # gives up with a message; 0 = at once, None = as long as it takes.
+    wait_for_night_s: NonNegativeFloat | None = 0.0
+
+
+class RedactionSettings(Section):
+    """Masking of secrets and personal data in trace text, where it enters the night
+    (`infra.redaction`): API keys, tokens, passwords in URLs, emails, phone numbers."""
+
+    enabled: bool = True
+    # More regular expressions to mask (kind "custom"; group 1, if any, is the part masked)
+    patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            compile_user_pattern(pattern)
+        return patterns
+
+
 class NightKnobs(BaseModel):
     """What a night does, as opposed to what it runs on: the nightly flow's parameters,
     so Prefect shows them on every run and a deployment can override them."""
@@ -231,6 +294,9 @@ class Settings(BaseSettings):
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
 
     @model_validator(mode="after")
     def _api_key_from_standard_env(self) -> Settings:

@@ -41,8 +41,8 @@ class JudgeGate:
     @property
     def trusted(self) -> bool:
         """Whether the judge the night runs on agrees with the humans enough to steer the
-        agent: its held-out primary statistic reaches the gate's floor."""
-        return self.judge.heldout_score >= self.decision.floor
+        agent: its held-out primary statistic reaches the gate's floor, on enough labels."""
+        return self.decision.enough_labels and self.judge.heldout_score >= self.decision.floor
 
 
 async def choose_judge(
@@ -54,6 +54,7 @@ async def choose_judge(
     window: LabelWindow,
     floor: float,
     seed: int,
+    min_labels: int = 0,
 ) -> JudgeGate:
     """Gate tonight's judge against the one in use on `heldout` (the items it was measured
     on), register it, and return the judge the night runs on."""
@@ -71,7 +72,9 @@ async def choose_judge(
             lm, stored.prompts, stored.threshold, heldout, seed
         )
         previous = replace(stored, heldout=report)
-    decision = gate_judge(tonight.heldout_score, floor, previous, tonight.primary)
+    decision = gate_judge(
+        tonight.heldout_score, floor, previous, tonight.primary, len(heldout), min_labels
+    )
     if note:
         decision = replace(decision, reason=decision.reason + note)
     tags = judge_tags(run_id, alignment, window, decision)

@@ -18,6 +18,89 @@ def test_missing_trace_export_is_explained(tmp_path, monkeypatch, capsys):
     assert "FLYWHEEL_TRACES__JSONL_DIR" in capsys.readouterr().err
 
 
+def test_a_resume_outside_the_state_folder_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    assert main(["run", "--resume", "../../etc"]) == 2
+    err = capsys.readouterr().err
+    assert "not a night's run id" in err and "Traceback" not in err
+    assert not (tmp_path / "etc").exists()
+
+
+def test_a_second_night_in_the_same_folder_exits_with_a_sentence(tmp_path, monkeypatch, capsys):
+    from flows.night_lock import one_night
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    with one_night(tmp_path / "state", "20261201T020000Z", wait_s=0):
+        assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "Another night is running" in err and "20261201T020000Z" in err
+
+
+def _export(folder, observations: str, scores: str = ""):
+    folder.mkdir()
+    (folder / "observations.jsonl").write_text(observations)
+    (folder / "scores.jsonl").write_text(scores)
+    return folder
+
+
+def test_an_empty_or_unlabelled_export_stops_before_start_up(tmp_path, monkeypatch, capsys):
+    from infra.traces.jsonl import DEMO_DIR
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FLYWHEEL_TRACES__JSONL_DIR", str(_export(tmp_path / "empty", "")))
+    assert main(["run"]) == 2
+    assert "no usable trace" in capsys.readouterr().err
+    broken = _export(tmp_path / "broken", '{"id": "o1", "traceId": 7}\n')
+    monkeypatch.setenv("FLYWHEEL_TRACES__JSONL_DIR", str(broken))
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "no usable trace" in err and "the first left out" in err
+    traces = (DEMO_DIR / "observations.jsonl").read_text()
+    monkeypatch.setenv("FLYWHEEL_TRACES__JSONL_DIR", str(_export(tmp_path / "unlabelled", traces)))
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "No human annotation named 'correct'" in err and "Traceback" not in err
+    assert not (tmp_path / "state" / "prefect").exists()  # Prefect never started
+
+
+def test_init_writes_settings_that_load_and_never_overwrites_by_accident(
+    tmp_path, monkeypatch, capsys
+):
+    from infra.settings import Settings
+
+    config = tmp_path / "flywheel.toml"
+    assert main(["init", "--path", str(config)]) == 0
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(config))
+    settings = Settings()  # every key in the template is a real setting
+    assert settings.traces.source == "langfuse" and settings.lm.backend == "openai"
+    assert settings.judge.min_heldout_labels == 20 and settings.promotion.auto is False
+    config.write_text("# mine\n")
+    assert main(["init", "--path", str(config)]) == 2
+    assert "--force" in capsys.readouterr().err and config.read_text() == "# mine\n"
+    assert main(["init", "--path", str(config), "--force"]) == 0
+    assert "LANGFUSE_SECRET_KEY" in config.read_text()
+
+
+def test_a_failed_night_exits_1_with_a_sentence_and_keeps_the_traceback(
+    tmp_path, monkeypatch, capsys
+):
+    from flows import nightly
+    from flows.runtime import Runtime
+
+    async def broken(**kwargs):
+        raise RuntimeError("the model server went away")
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(Runtime, "preflight", lambda self: None)
+    monkeypatch.setattr(nightly, "nightly", broken)
+    assert main(["run", "--resume", "n1"]) == 1
+    err = capsys.readouterr().err
+    assert "night n1 failed: RuntimeError: the model server went away" in err
+    assert "flywheel run --resume n1" in err and "Traceback" not in err
+    trace = tmp_path / "state" / "runs" / "n1" / "error.txt"
+    assert "Traceback" in trace.read_text() and "went away" in trace.read_text()
+
+
 def test_secret_in_toml_is_refused(tmp_path, monkeypatch):
     config = tmp_path / "flywheel.toml"
     config.write_text('[lm]\napi_key = "sk-secret"\n')

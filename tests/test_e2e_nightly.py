@@ -8,6 +8,7 @@ import mlflow
 import pytest
 from mlflow import MlflowClient
 from prefect import get_client
+from prefect.settings import get_current_settings
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
@@ -49,6 +50,51 @@ def small_export(folder: Path, traces: int = 48, heldout: int = 21) -> Path:
     rows = (DEMO_DIR / "heldout.jsonl").read_text().splitlines()[:heldout]
     (folder / "heldout.jsonl").write_text("\n".join(rows) + "\n")
     return folder
+
+
+# What users paste into requests, planted in the export: none of it may leave the source.
+PLANTED = {
+    "stripe": "sk_live_51HxQ2mZr8LxT1vB6nW3yK0c",
+    "aws_access": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "bearer": "tok_9f8e7d6c5b4a39281706",
+    "email": "jane.doe@example.com",
+    "phone": "+1 415 555 0100",
+}
+
+
+def plant_secrets(export: Path) -> None:
+    """Every third request and every human comment get the planted secrets."""
+    p = PLANTED
+    leak = (
+        f" (I am {p['email']}, {p['phone']}; key {p['stripe']}; "
+        f"aws_secret_access_key={p['aws_secret']} id {p['aws_access']}; "
+        f"Authorization: Bearer {p['bearer']})"
+    )
+    lines = (export / "observations.jsonl").read_text().splitlines()
+    for n, line in enumerate(lines):
+        if n % 3 == 0 and not line.startswith('{"id": "broken"'):
+            row = json.loads(line)
+            row["input"][-1]["content"] += leak
+            lines[n] = json.dumps(row)
+    (export / "observations.jsonl").write_text("\n".join(lines) + "\n")
+    scores = [json.loads(line) for line in (export / "scores.jsonl").read_text().splitlines()]
+    for score in scores:
+        score["comment"] = (score.get("comment") or "") + leak
+    (export / "scores.jsonl").write_text("\n".join(json.dumps(s) for s in scores) + "\n")
+
+
+def leaked(folders: list[Path], *texts: str) -> dict[str, list[str]]:
+    """Which planted secrets appear in which files under `folders` or in `texts`."""
+    found: dict[str, list[str]] = {}
+    for name, secret in PLANTED.items():
+        needle = secret.encode()
+        files = [f for d in folders if d.exists() for f in d.rglob("*") if f.is_file()]
+        hits = [str(f) for f in files if needle in f.read_bytes()]
+        hits += ["logs" for text in texts if secret in text]
+        if hits:
+            found[name] = hits
+    return found
 
 
 async def flow_run_parameters() -> dict:
@@ -160,10 +206,12 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert final["labels_requested"] == 5 and final["scores_written"] == len(scored)
 
 
-def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path):
+def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, caplog, capfd):
     """Production holds prompts and a LoRA adapter: the night measures against it, trains
-    on from its adapter, and the candidate must beat it."""
+    on from its adapter, and the candidate must beat it. Its traces carry secrets, which
+    reach no store, result or log."""
     export = small_export(tmp_path / "export")
+    plant_secrets(export)
     settings = Settings(
         state_dir=tmp_path / "state",
         traces={"jsonl_dir": str(export)},
@@ -189,6 +237,11 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path):
     rt = Runtime(settings)
     with prefect_test_harness():
         report = asyncio.run(nightly(run_id="n2", knobs=settings.knobs(), runtime=rt))
+        results = Path(get_current_settings().results.local_storage_path)
+
+    out, err = capfd.readouterr()
+    assert leaked([settings.state_dir, results], caplog.text, out, err) == {}
+    assert report.collected["traces"] > 0  # the planted traces were read, masked
 
     assert report.evidence.production_version == 1
     assert "production-v1" in asyncio.run(rt.lm.adapters())  # served for the baseline

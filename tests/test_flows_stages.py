@@ -148,5 +148,8 @@ def test_gepa_knobs_of_the_night_reach_the_optimizer():
     assert (config.use_merge, config.max_merge_invocations) == (True, 2)
     assert (config.proposal_shape, config.seed) == ("1x3", 7)
     assert stages.gepa_config(Settings().judge, seed=0).proposal_shape == "auto"
+    assert stages.gepa_config(Settings().judge, seed=0).max_reflection_calls == 100
+    unbounded = Settings.model_validate({"judge": {"max_reflection_calls": None}})
+    assert stages.gepa_config(unbounded.judge, seed=0).max_reflection_calls is None
     with pytest.raises(ValueError, match="use_merg"):
         Settings.model_validate({"agent_opt": {"use_merg": True}})  # misspelt: not ignored

@@ -140,8 +140,15 @@ def test_restored_budget_has_nothing_in_flight(tmp_path: Path) -> None:
 
 def test_snapshot_has_a_field_for_everything_state_and_budget_hold() -> None:
     """Trips when GEPAState or Budget grows a field that a resumed run would silently lose."""
-    # rebuilt by GEPAState.add; in-flight work only; a wake-up signal for waiting work
-    not_persisted = {"_index", "reserved", "_freed"}
+    # rebuilt by GEPAState.add; in-flight work only; a wake-up signal for waiting work; the
+    # resumed run's own GEPAConfig sets the reflection limit (a resume may change it)
+    not_persisted = {
+        "_index",
+        "reserved",
+        "reflections_reserved",
+        "_freed",
+        "max_reflection_calls",
+    }
     snapshot_fields = {f.name for f in fields(RunSnapshot)}
     for holder in (GEPAState, Budget):
         assert {f.name for f in fields(holder)} - not_persisted <= snapshot_fields

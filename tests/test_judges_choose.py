@@ -97,10 +97,10 @@ def heldout_of(items: list[JudgedItem]) -> list[JudgedItem]:
 
 
 async def gate_judge_stage(
-    rt: Night, run_id: str, alignment: Alignment, items: list[JudgedItem]
+    rt: Night, run_id: str, alignment: Alignment, items: list[JudgedItem], min_labels: int = 0
 ) -> JudgeGate:
     return await choose_judge(
-        rt.lm, rt.registry, run_id, alignment, heldout_of(items), WINDOW, 0.2, 0
+        rt.lm, rt.registry, run_id, alignment, heldout_of(items), WINDOW, 0.2, 0, min_labels
     )
 
 
@@ -171,6 +171,16 @@ async def test_first_judge_below_the_floor_runs_untrusted_without_the_alias(rt):
     name = rt.registry.prompt_name("judge-weak")
     assert not gate.decision.passed and gate.previous is None
     assert not gate.kept_previous and not gate.trusted and gate.judge.versions == {name: 1}
+    assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
+
+
+async def test_a_judge_measured_on_too_few_labels_is_neither_promoted_nor_trusted(rt):
+    night = collected()
+    strong = aligned("few", "sharp", 0.9, 0.5)
+    gate = await gate_judge_stage(rt, "n1", strong, night, min_labels=len(heldout_of(night)) + 1)
+    name = rt.registry.prompt_name("judge-few")
+    assert not gate.decision.passed and not gate.trusted
+    assert f"on only {len(heldout_of(night))} held-out labels" in gate.decision.reason
     assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
 
 

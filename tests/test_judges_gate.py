@@ -45,3 +45,13 @@ def test_no_judge_in_use_and_below_the_floor_runs_untrusted():
 def test_an_undefined_kappa_never_passes():
     assert not gate_judge(math.nan, 0.20, None).passed
     assert not gate_judge(0.5, 0.20, in_use(1, math.nan)).passed
+
+
+def test_too_few_held_out_labels_never_pass_whatever_the_agreement():
+    few = gate_judge(0.9, 0.20, None, labels=5, min_labels=20)
+    assert not few.passed and not few.enough_labels and not few.keeps_in_use
+    assert "only 5 held-out labels" in few.reason and "untrusted" in few.reason
+    kept = gate_judge(0.9, 0.20, V3, labels=5, min_labels=20)
+    assert not kept.passed and kept.keeps_in_use and "kept judge v3" in kept.reason
+    enough = gate_judge(0.9, 0.20, V3, labels=20, min_labels=20)
+    assert enough.passed and enough.enough_labels

@@ -125,6 +125,22 @@ def test_secrets_never_reach_mlflow(registry, settings):
     assert SECRET not in json.dumps(logged)
 
 
+def test_credentials_inside_urls_are_masked_in_params() -> None:
+    settings = Settings(
+        registry={"tracking_uri": "http://alice:hunter2@mlflow.internal:5000"},
+        lm={"base_url": "https://llm.example.com/v1?api_key=abc123secret&region=eu"},
+    )
+    params = mlflow_registry.safe_params(settings)
+    assert params["registry.tracking_uri"] == (
+        "http://[REDACTED:url_password]@mlflow.internal:5000"
+    )
+    assert (
+        params["lm.base_url"]
+        == "https://llm.example.com/v1?api_key=[REDACTED:url_secret]&region=eu"
+    )
+    assert "hunter2" not in json.dumps(params) and "abc123secret" not in json.dumps(params)
+
+
 def test_logging_needs_a_run(registry, tmp_path):
     with pytest.raises(RegistryError, match="start_run"):
         registry.log_metrics({"x": 1.0})

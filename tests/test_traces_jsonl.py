@@ -89,6 +89,22 @@ def test_malformed_lines_are_skipped_counted_and_logged(tmp_path, caplog):
     assert "observations.jsonl:4" in caplog.text and "traceId" in caplog.text
 
 
+def test_poison_lines_are_skipped_naming_line_and_why(tmp_path):
+    huge = {**obs(2), "input": [{"role": "user", "content": "x" * (5 << 20)}]}  # 5 MiB
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [json.dumps(obs(1)), json.dumps(huge), deep, json.dumps(obs(4))]
+    body = "\n".join(lines).encode() + b"\n"
+    latin1 = json.dumps(obs(5)).replace("question 5", "caf\u00e9").encode("latin-1") + b"\n"
+    (tmp_path / "observations.jsonl").write_bytes(body + latin1)
+    (tmp_path / "scores.jsonl").write_text("")
+    batch = JsonlTraceSource(tmp_path).fetch(since=None, limit=100)
+    assert [t.id for t in batch.traces] == ["o1", "o4"]
+    why = [(s.line, s.field, s.reason) for s in batch.skipped]
+    assert why[0][:2] == (2, "<record>") and "5.0 MiB is past the 1 MiB limit" in why[0][2]
+    assert why[1] == (3, "<json>", "nested too deeply to read")
+    assert why[2][:2] == (5, "<encoding>") and "not UTF-8 (byte 0xe9" in why[2][2]
+
+
 def test_missing_scores_file_means_no_annotations(tmp_path):
     write(tmp_path / "observations.jsonl", [obs(1)])
     batch = JsonlTraceSource(tmp_path).fetch(since=None, limit=10)

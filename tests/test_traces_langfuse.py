@@ -257,8 +257,9 @@ class FakeScoreWriter:
         return self.response
 
 
-def feedback_api(queues=None, scores=None) -> SimpleNamespace:
-    return SimpleNamespace(annotation_queues=queues, scores=scores)
+def feedback_api(queues=None, scores=None, configs=None) -> SimpleNamespace:
+    configs = configs or FakeScoreConfigs([[]])  # a project without score configs
+    return SimpleNamespace(annotation_queues=queues, scores=scores, score_configs=configs)
 
 
 def judge_score(i: int, value: float = 1.0) -> JudgeScore:
@@ -457,3 +458,95 @@ def test_score_config_errors_are_one_sentence():
     with pytest.raises(TraceSourceError, match=r"did not list the score configs \(401\)") as err:
         source.score_scale("quality")
     assert "sk-lf-secret" not in str(err.value)
+
+
+# Production traffic only, and listings that cannot run away
+
+
+def test_environment_and_tags_select_traces_and_scores_read_only_the_annotation():
+    api = FakeApi([[{**obs(1), "environment": "production"}, obs(2)]], [[score(1)]])
+    settings = TraceSettings(environment="production", tags=["prod", "eu"])
+    LangfuseTraceSource(settings, api=api).fetch(None, 10)
+    conditions = json.loads(api.observations.calls[0]["filter"])
+    assert {
+        "type": "string",
+        "column": "environment",
+        "operator": "=",
+        "value": "production",
+    } in conditions
+    assert {
+        "type": "arrayOptions",
+        "column": "traceTags",
+        "operator": "all of",
+        "value": ["prod", "eu"],
+    } in conditions
+    scores_call = api.scores.calls[0]
+    assert scores_call["environment"] == "production" and scores_call["name"] == "correct"
+    plain = FakeApi([[obs(1)]], [[score(1)]])
+    LangfuseTraceSource(TraceSettings(), api=plain).fetch(None, 10)
+    assert "environment" not in plain.scores.calls[0]
+    assert len(json.loads(plain.observations.calls[0]["filter"])) == 1
+
+
+def test_judge_scores_go_to_their_trace_s_environment_under_the_score_config():
+    writer = FakeScoreWriter()
+    configs = FakeScoreConfigs(
+        [[config("flywheel_judge", archived=True, created="2026-10-01"), config("flywheel_judge")]]
+    )
+    api = FakeApi([[{**obs(1), "environment": "staging"}, obs(2)]], [[]])
+    writer.get_many = api.scores.get_many  # one scores endpoint: it lists and it writes
+    api.scores, api.score_configs = writer, configs
+    source = LangfuseTraceSource(TraceSettings(environment="production"), api=api)
+    source.fetch(None, 10)
+    source.write_scores([judge_score(1), judge_score(2)])
+    sent = {r.trace_id: (r.environment, r.config_id) for r in writer.batches[0]}
+    # t1 was read in staging; t2 has none recorded: the configured environment
+    assert sent == {
+        "t1": ("staging", "c-flywheel_judge-2026-11-01"),
+        "t2": ("production", "c-flywheel_judge-2026-11-01"),
+    }
+
+
+def test_a_repeated_cursor_stops_the_listing_with_a_sentence():
+    class Looping:
+        calls = 0
+
+        def get_many(self, **params):
+            Looping.calls += 1
+            return parse_obj_as(ObservationsV2Response, {"data": [obs(1)], "meta": {"cursor": "c"}})
+
+    api = FakeApi([], [])
+    api.observations = Looping()
+    with pytest.raises(TraceSourceError, match="same page cursor twice"):
+        LangfuseTraceSource(TraceSettings(), api=api).fetch(None, 10_000)
+    assert Looping.calls == 2
+
+
+def test_a_listing_that_reports_more_pages_than_it_has_stops_at_the_first_empty_one():
+    page = {"page": 1, "limit": 100, "totalItems": 969_300, "totalPages": 9_693}
+    listing = [parse_obj_as(ScoreConfigs, {"data": [config("speed")], "meta": page})]
+    listing.append(parse_obj_as(ScoreConfigs, {"data": [], "meta": {**page, "page": 2}}))
+    asked = []
+
+    def get(*, page=None, limit=None, request_options=None):
+        asked.append(page)
+        return listing[min(page, 2) - 1]
+
+    source = LangfuseTraceSource(
+        TraceSettings(), api=SimpleNamespace(score_configs=SimpleNamespace(get=get))
+    )
+    assert source.score_scale("quality") is None
+    assert asked == [1, 2]
+
+
+def test_a_page_of_the_wrong_shape_is_one_sentence_naming_the_field():
+    class Malformed:
+        def get_many(self, **params):
+            bad = {**obs(1), "startTime": {"not": "a time"}}
+            return parse_obj_as(ObservationsV2Response, {"data": [bad], "meta": {}})
+
+    api = FakeApi([], [])
+    api.observations = Malformed()
+    with pytest.raises(TraceSourceError, match=r"did not have the shape.*field") as err:
+        LangfuseTraceSource(TraceSettings(), api=api).fetch(None, 10)
+    assert "Traceback" not in str(err.value)

@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -8,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
 from weights.adapters import adapter_files_ok
-from weights.lora import train_sft_adapter
+from weights.lora import TRAINING_SUMMARY, train_sft_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,9 @@ def test_adapter_is_saved_whole_with_tokenizer(trained):
     assert adapter_files_ok(result.path)
     assert (result.path / "tokenizer.json").exists()
     assert not list(result.path.parent.glob(".*partial"))
+    # its summary came with it, in the same rename: a resumed night can account for it
+    summary = json.loads((result.path / TRAINING_SUMMARY).read_text())
+    assert summary == result.summary() and summary["steps"] == 2
 
 
 def test_adapter_changes_the_logits(trained):

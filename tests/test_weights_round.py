@@ -9,7 +9,7 @@ from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights import round as weight_round
 from weights.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from weights.lora import AdapterResult
+from weights.lora import TRAINING_SUMMARY, AdapterResult
 
 PRODUCTION = weight_round.ServedAdapter("production-v2", "/runs/n0/production/adapter")
 
@@ -62,7 +62,9 @@ def trained(monkeypatch) -> list:
         target.mkdir(parents=True)
         (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
         (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
-        return AdapterResult(target, 1.25, 3, len(records), 0.1)
+        result = AdapterResult(target, 1.25, 3, len(records), 0.1)
+        (target / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
+        return result
 
     monkeypatch.setattr(weight_round, "train_sft_adapter", train)
     return runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -18,6 +19,7 @@ from trl import SFTConfig, SFTTrainer
 from infra.settings import LoraSettings
 
 # Every linear layer of a Llama block: attention and MLP.
+TRAINING_SUMMARY = "training.json"  # in the adapter folder: loss, steps, examples, seconds
 LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 # (step, total_steps, latest training loss or None before the first log)
@@ -31,6 +33,14 @@ class AdapterResult:
     steps: int
     examples: int  # records that fit `max_seq_length` and were trained on
     seconds: float
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "train_loss": self.train_loss,
+            "steps": self.steps,
+            "examples": self.examples,
+            "seconds": self.seconds,
+        }
 
 
 def train_sft_adapter(
@@ -50,8 +60,9 @@ def train_sft_adapter(
     (its rank and targets win over `cfg`'s). `bf16=None` uses bf16 base weights and
     autocast where the CPU has native bf16 instructions (~3.5x faster than fp32 on an
     avx512_bf16 CPU, same loss curve); the LoRA matrices stay fp32.
-    The adapter and tokenizer are written to a sibling temp folder and renamed into place,
-    so `output_dir` either holds a whole adapter or does not exist.
+    The adapter, tokenizer and training summary (`TRAINING_SUMMARY`) are written to a
+    sibling temp folder and renamed into place, so `output_dir` either holds a whole
+    adapter with its summary or does not exist.
     """
     output_dir = Path(output_dir)
     if output_dir.exists():
@@ -116,14 +127,18 @@ def train_sft_adapter(
         output = trainer.train()
         trainer.model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
-    partial.rename(output_dir)
-    return AdapterResult(
+    result = AdapterResult(
         path=output_dir,
         train_loss=output.training_loss,
         steps=output.global_step,
         examples=len(trainer.train_dataset),
         seconds=time.perf_counter() - started,
     )
+    # inside the folder before the rename: a crash leaves the adapter with its summary or
+    # neither, never an adapter a resumed night cannot account for
+    (partial / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
+    partial.rename(output_dir)
+    return result
 
 
 class _Progress(TrainerCallback):

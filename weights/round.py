@@ -24,7 +24,7 @@ from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights.adapters import adapter_files_ok
 from weights.datasets import sft_records
-from weights.lora import train_sft_adapter
+from weights.lora import TRAINING_SUMMARY, train_sft_adapter
 
 # (examples, adapter name or None, **sampling params) -> the rollouts, judged
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
@@ -130,22 +130,13 @@ async def _train_once(
     cfg: LoraSettings,
     seed: int,
 ) -> tuple[Path, float]:
-    """Train the night's adapter, or reuse it if a crash came after training finished."""
-    target, summary = run_dir / "adapter", run_dir / "adapter-training.json"
-    if adapter_files_ok(target) and summary.exists():
-        return target, json.loads(summary.read_text())["train_loss"]
+    """Train the night's adapter, or reuse it if a crash came after training finished
+    (the adapter folder appears whole, with its summary, or not at all)."""
+    target = run_dir / "adapter"
+    if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
+        return target, json.loads((target / TRAINING_SUMMARY).read_text())["train_loss"]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     result = await run_in_own_thread(
         train_sft_adapter, records, model, target, cfg, seed=seed, base_adapter=start
-    )
-    summary.write_text(
-        json.dumps(
-            {
-                "train_loss": result.train_loss,
-                "steps": result.steps,
-                "examples": result.examples,
-                "seconds": result.seconds,
-            }
-        )
     )
     return result.path, result.train_loss

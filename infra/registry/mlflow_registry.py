@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import mlflow
 from mlflow import MlflowClient
@@ -24,6 +24,7 @@ from mlflow.prompt.constants import PROMPT_NAME_RULE
 from pydantic import BaseModel, SecretStr
 
 from infra.errors import UserFacingError
+from infra.redaction import mask
 from infra.registry import bundle_model
 from infra.settings import Settings
 
@@ -73,6 +74,9 @@ class Registry:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.tracking_uri = settings.tracking_uri
+        # MLflow reads these on every request to a server (its own retries have backoff)
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(settings.network.mlflow_timeout_s)
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(settings.network.mlflow_max_retries)
         local = urlsplit(self.tracking_uri).scheme in ("sqlite", "file", "")
         # A server picks its own artifact store; a local store keeps artifacts beside it.
         artifact_location = settings.artifact_location if local else None
@@ -98,7 +102,7 @@ class Registry:
             raise
         except Exception as e:  # sqlalchemy, OSError, MlflowException: all mean the same here
             raise RegistryError(
-                f"The MLflow store at {_redacted(self.tracking_uri)} cannot be opened "
+                f"The MLflow store at {mask(self.tracking_uri)} cannot be opened "
                 f"({type(e).__name__}): make FLYWHEEL_STATE_DIR a writable folder, or set "
                 "FLYWHEEL_REGISTRY__TRACKING_URI to a reachable MLflow server."
             ) from e
@@ -117,6 +121,31 @@ class Registry:
             yield run
 
     @contextmanager
+    def start_or_resume_run(self, name: str, tags: dict[str, str]) -> Iterator[mlflow.ActiveRun]:
+        """The run named `name` with these tags if one exists (a night killed while it
+        registered left it RUNNING), else a new one. It ends FINISHED, or FAILED when the
+        block raises."""
+        found = self.find_run(name, tags)
+        if found is None:
+            with self.start_run(name, tags) as run:
+                yield run
+        else:
+            with mlflow.start_run(run_id=found) as run:
+                yield run
+
+    def find_run(self, name: str, tags: dict[str, str]) -> str | None:
+        """The id of the newest run in the experiment named `name` with all these tags."""
+        conditions = [f"attributes.run_name = '{_quoted(name)}'"]
+        conditions += [f"tags.`{key}` = '{_quoted(value)}'" for key, value in tags.items()]
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=" and ".join(conditions),
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        return runs[0].info.run_id if runs else None
+
+    @contextmanager
     def reopen_run(self, run_id: str) -> Iterator[mlflow.ActiveRun]:
         """A finished run made active again, to add what was measured after it closed."""
         with mlflow.start_run(run_id=run_id) as run:
@@ -133,6 +162,11 @@ class Registry:
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
         mlflow.log_dict(data, artifact_file, run_id=_active_run_id())
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        """A matplotlib figure as an image of the active run."""
+        _active_run_id()  # fluent log_figure logs to the active run, and needs one
+        mlflow.log_figure(figure, artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         mlflow.log_text(text, artifact_file, run_id=_active_run_id())
@@ -161,6 +195,27 @@ class Registry:
             tags=dict(tags or {}),
         )
         return int(version.version)
+
+    def find_prompt_version(self, name: str, template: str, tags: dict[str, str]) -> int | None:
+        """The version of prompt `name` with this text and all these tags (what a killed
+        night already registered), or None."""
+        versions, token = [], None
+        try:
+            while True:
+                page = self.client.search_prompt_versions(name, page_token=token)
+                versions += list(page)
+                token = page.token
+                if not token:
+                    break
+        except MlflowException as e:
+            if e.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        for version in versions:
+            found = dict(version.tags or {})
+            if version.template == template and all(found.get(k) == v for k, v in tags.items()):
+                return int(version.version)
+        return None
 
     def set_prompt_alias(self, name: str, alias: str, version: int) -> None:
         mlflow.genai.set_prompt_alias(name, alias=alias, version=int(version))
@@ -225,6 +280,16 @@ class Registry:
         if alias:
             self.set_model_alias(name, alias, version)
         return version
+
+    def find_model_version(self, name: str, tags: dict[str, str]) -> int | None:
+        """The newest version of model `name` with all these tags, or None."""
+        versions = self.client.search_model_versions(f"name = '{_quoted(name)}'")
+        matching = [
+            int(v.version)
+            for v in versions
+            if all((v.tags or {}).get(key) == value for key, value in tags.items())
+        ]
+        return max(matching, default=None)
 
     def set_model_alias(self, name: str, alias: str, version: int) -> None:
         self.client.set_registered_model_alias(name, alias, str(version))
@@ -319,7 +384,7 @@ def safe_params(settings: BaseModel) -> dict[str, str]:
             for field in type(value).model_fields:
                 walk(getattr(value, field), f"{key}.{field}" if key else field)
         else:
-            flat[key] = str(value)
+            flat[key] = mask(str(value))  # a password in a URL, a key in a query
 
     walk(settings, "")
     return flat
@@ -330,6 +395,11 @@ def _prompt(uri: str) -> PromptVersion:
     # process: a promotion by another one would stay hidden. Linking prompts to a model is
     # log_model's job, not a read's.
     return mlflow.genai.load_prompt(uri, link_to_model=False, cache_ttl_seconds=0)
+
+
+def _quoted(value: str) -> str:
+    """A value inside an MLflow filter string's single quotes."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _active_run_id() -> str:
@@ -363,13 +433,3 @@ def _make_local_store(tracking_uri: str, state_dir: Path) -> None:
             raise RegistryError(
                 f"{folder} is not writable: set FLYWHEEL_STATE_DIR to a writable folder."
             )
-
-
-def _redacted(uri: str) -> str:
-    """The URI without user:password, which a server URI may carry."""
-    parts = urlsplit(uri)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        return urlunsplit(parts._replace(netloc=netloc))
-    return uri

@@ -133,6 +133,10 @@ class JsonlTraceSource:
         return path
 
 
+MAX_RECORD_BYTES = 1 << 20  # one trace record: far past any prompt a model could take
+LIMIT = "1 MiB"
+
+
 def _configs(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
@@ -148,14 +152,25 @@ def _configs(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _records(path: Path, mapper: Callable[[dict], T], skipped: list[SkippedRecord]) -> Iterator[T]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+    """Each line mapped, or skipped with the reason: bad JSON, bad bytes, a record too
+    big or too deeply nested for any model to be handed it."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            if len(raw) > MAX_RECORD_BYTES:
+                size = f"{len(raw) / 2**20:.1f} MiB"
+                _skip(skipped, path, number, "<record>", f"{size} is past the {LIMIT} limit")
                 continue
             try:
-                yield mapper(json.loads(line))
+                yield mapper(json.loads(raw.decode("utf-8")))
+            except UnicodeDecodeError as e:
+                reason = f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+                _skip(skipped, path, number, "<encoding>", reason)
             except json.JSONDecodeError as e:
                 _skip(skipped, path, number, "<json>", f"not valid JSON ({e.msg})")
+            except RecursionError:
+                _skip(skipped, path, number, "<json>", "nested too deeply to read")
             except RecordError as e:
                 _skip(skipped, path, number, e.field, e.message)
 

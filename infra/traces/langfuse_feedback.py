@@ -83,12 +83,25 @@ def create_queue_items(api: LangfuseAPI, queue_id: str, items: list[LabelRequest
     return len(items)
 
 
-def create_scores(api: LangfuseAPI, scores: list[JudgeScore]) -> int:
-    """Scores written; a batch Langfuse partly rejects (HTTP 207) is logged, not resent."""
+def create_scores(
+    api: LangfuseAPI,
+    scores: list[JudgeScore],
+    environments: dict[str, str] | None = None,
+    environment: str | None = None,
+    config_id: str | None = None,
+) -> int:
+    """Scores written, each in its trace's environment (`environments`, else
+    `environment`, else Langfuse's default) and under the score config `config_id`; a
+    batch Langfuse partly rejects (HTTP 207) is logged, not resent."""
+    environments = environments or {}
     written = 0
     for start in range(0, len(scores), SCORE_BATCH):
         batch = scores[start : start + SCORE_BATCH]
-        response = api.scores.create(request=[_request(score) for score in batch])
+        requests = [
+            _request(score, environments.get(score.trace_id, environment), config_id)
+            for score in batch
+        ]
+        response = api.scores.create(request=requests)
         if isinstance(response, CreateScoreBatchResults):
             written += response.accepted
             for error in response.errors:
@@ -98,9 +111,13 @@ def create_scores(api: LangfuseAPI, scores: list[JudgeScore]) -> int:
     return written
 
 
-def _request(score: JudgeScore) -> CreateScoreRequest:
+def _request(
+    score: JudgeScore, environment: str | None, config_id: str | None
+) -> CreateScoreRequest:
     return CreateScoreRequest(
         id=score.id,
+        environment=environment,
+        config_id=config_id,
         trace_id=score.trace_id,
         name=score.name,
         value=score.value,

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pydantic
 from langfuse.api.core.api_error import ApiError
 
 from infra.scales import ScoreScale
@@ -43,15 +44,19 @@ SCORE_FIELDS = "details,subject"  # comment + metadata, and which trace/observat
 OBSERVATION_PAGE = 100
 SCORE_PAGE = 100  # the scores v3 API's maximum
 CONFIG_PAGE = 100
+MAX_PAGES = 1_000  # of any listing: 100,000 records, far past a night's traces
 # The SDK reads these itself; flywheel only checks that they are there, never logs them.
 KEY_VARS = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY")
 
 
 class LangfuseTraceSource:
-    def __init__(self, settings: TraceSettings, api: LangfuseAPI | None = None):
+    def __init__(
+        self, settings: TraceSettings, api: LangfuseAPI | None = None, timeout_s: int = 30
+    ):
         self.settings = settings
-        self._api = api if api is not None else sdk_api()
+        self._api = api if api is not None else sdk_api(timeout_s)
         self._queue_id: str | None = None
+        self._environments: dict[str, str] = {}  # trace id -> its environment, as read
 
     def fetch(self, since: datetime | None, limit: int) -> TraceBatch:
         with api_errors("could not be read"):
@@ -102,6 +107,7 @@ class LangfuseTraceSource:
             name=name,
             source="ANNOTATION",
             from_timestamp=since,
+            **self._score_filter(),
         )
         for number, raw in enumerate(scores, start=1):
             score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
@@ -126,6 +132,8 @@ class LangfuseTraceSource:
         for number, obs in enumerate(observations, start=1):
             trace = _mapped(trace_from_observation, obs, "langfuse:observations", number, batch)
             if trace is not None:
+                if trace.environment:
+                    self._environments[trace.trace_id] = trace.environment
                 yield trace
 
     def request_labels(self, items: list[LabelRequest]) -> int:
@@ -156,7 +164,17 @@ class LangfuseTraceSource:
         if not scores:
             return 0
         with api_errors("did not take the judge scores"):
-            return langfuse_feedback.create_scores(self._api, scores)
+            config = self._score_config_id(scores[0].name)
+            return langfuse_feedback.create_scores(
+                self._api, scores, self._environments, self.settings.environment, config
+            )
+
+    def _score_config_id(self, name: str) -> str | None:
+        """The id of the score config in force named `name` (Langfuse then checks each
+        value against it), or None when the project has none."""
+        found = [c for c in _numbered_pages(self._api.score_configs.get) if c.name == name]
+        active = [c for c in found if not getattr(c, "is_archived", False)]
+        return active[-1].id if active else None
 
     def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
         with api_errors("did not list the score configs"):
@@ -179,15 +197,20 @@ class LangfuseTraceSource:
             self._api.scores.get_many,
             page_size=SCORE_PAGE,
             fields=SCORE_FIELDS,
+            name=self.settings.annotation_name,  # the one score the night learns from
             source="ANNOTATION",
             data_type="BOOLEAN,NUMERIC,CATEGORICAL",
             from_timestamp=since,  # a score on a trace in the window is never older
+            **self._score_filter(),
         )
         for number, raw in enumerate(scores, start=1):
             score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
             if score is not None and score.trace_id in kept:
                 batch.annotations.append(score)
         return batch
+
+    def _score_filter(self) -> dict[str, Any]:
+        return {"environment": self.settings.environment} if self.settings.environment else {}
 
     def _observation_filter(self, since: datetime | None) -> list[dict[str, Any]]:
         # One structured filter: it takes precedence over the query-parameter filters, and
@@ -200,13 +223,27 @@ class LangfuseTraceSource:
             conditions.append(
                 {"type": "datetime", "column": "startTime", "operator": ">=", "value": stamp}
             )
-        if self.settings.trace_name:
+        cfg = self.settings
+        if cfg.trace_name:
+            conditions.append(
+                {"type": "string", "column": "traceName", "operator": "=", "value": cfg.trace_name}
+            )
+        if cfg.environment:
             conditions.append(
                 {
                     "type": "string",
-                    "column": "traceName",
+                    "column": "environment",
                     "operator": "=",
-                    "value": self.settings.trace_name,
+                    "value": cfg.environment,
+                }
+            )
+        if cfg.tags:
+            conditions.append(
+                {
+                    "type": "arrayOptions",
+                    "column": "traceTags",
+                    "operator": "all of",
+                    "value": cfg.tags,
                 }
             )
         return conditions
@@ -223,9 +260,17 @@ def api_errors(what: str) -> Iterator[None]:
             f"Langfuse {what} ({status}): check LANGFUSE_HOST and that the API keys belong "
             "to the project."
         ) from e
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise TraceSourceError(
+            f"Langfuse {what}: a page of its reply did not have the shape this SDK expects "
+            f"(field {where}: {first['msg']}); check that the server and the langfuse "
+            "package versions match."
+        ) from None
 
 
-def sdk_api() -> LangfuseAPI:
+def sdk_api(timeout_s: int = 30) -> LangfuseAPI:
     missing = [var for var in KEY_VARS if not os.environ.get(var)]
     if missing:
         raise TraceSourceError(
@@ -236,29 +281,50 @@ def sdk_api() -> LangfuseAPI:
 
     # No tracer, so nothing is exported from this process. Scores therefore go through the
     # REST client: `Langfuse.create_score` drops them silently when tracing is disabled.
-    return Langfuse(tracing_enabled=False).api
+    return Langfuse(tracing_enabled=False, timeout=timeout_s).api
 
 
 def _pages(call: Callable[..., Any], page_size: int, **params: Any) -> Iterator[Any]:
-    """Every item of a cursor-paginated listing; the next page is asked for only when needed."""
-    cursor = None
-    while True:
+    """Every item of a cursor-paginated listing; the next page is asked for only when needed.
+    A cursor the server already gave would loop forever: that stops with an error."""
+    cursor, seen = None, set()
+    for _ in range(MAX_PAGES):
         page = call(limit=page_size, cursor=cursor, **params)
         yield from page.data
         cursor = page.meta.cursor
         if not cursor:
             return
+        if cursor in seen:
+            raise TraceSourceError(
+                f"Langfuse gave the same page cursor twice while listing {_listing(call)}: "
+                "the server's paging is broken, so the listing was stopped."
+            )
+        seen.add(cursor)
+    raise _too_many_pages(call)
 
 
 def _numbered_pages(call: Callable[..., Any]) -> Iterator[Any]:
-    """Every item of a page-numbered listing."""
-    page = 1
-    while True:
+    """Every item of a page-numbered listing, up to the first empty page (a server that
+    reports more pages than it has would otherwise be asked for every one of them)."""
+    for page in range(1, MAX_PAGES + 1):
         listing = call(page=page, limit=CONFIG_PAGE)
         yield from listing.data
-        if page >= (listing.meta.total_pages or 0):
+        if not listing.data or page >= (listing.meta.total_pages or 0):
             return
-        page += 1
+    raise _too_many_pages(call)
+
+
+def _listing(call: Callable[..., Any]) -> str:
+    """`scores.get_many` for the SDK's bound method (for messages)."""
+    owner = type(getattr(call, "__self__", None)).__name__.removesuffix("Client").lower()
+    return f"{owner}.{getattr(call, '__name__', 'listing')}" if owner != "nonetype" else "a listing"
+
+
+def _too_many_pages(call: Callable[..., Any]) -> TraceSourceError:
+    return TraceSourceError(
+        f"Langfuse listed more than {MAX_PAGES} pages for {_listing(call)}: narrow the "
+        "window (traces.lookback_hours, traces.environment, traces.trace_name)."
+    )
 
 
 def _mapped(

@@ -43,6 +43,7 @@ def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
         prompt_version=version,
         tags=tuple(tags),
         metadata=_optional_dict(obs, "metadata"),
+        environment=_optional_str(obs, "environment"),
     )
 
 

@@ -43,6 +43,7 @@ class TraceRecord:
     prompt_version: int | None = None
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+    environment: str | None = None  # Langfuse's environment of the trace ("default" if unset)
 
     @property
     def messages(self) -> list[dict[str, str]]:

@@ -1,0 +1,67 @@
+"""Registration survives a crash midway: the resumed night registers nothing twice and
+moves its aliases only once every version exists."""
+
+from dataclasses import replace
+
+import pytest
+
+from flows.night_report import CANDIDATE
+from flows.promotion_gate import PromotionDecision
+from flows.registration import register_versions
+from flows.runtime import Runtime
+from infra.registry.mlflow_registry import Registry
+from infra.settings import Settings
+from tests.test_flows_report import report
+
+PASSED = PromotionDecision(True, "beats production", 0.2, 0.1, 0.3)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def test_a_night_killed_while_registering_resumes_without_duplicates(tmp_path, monkeypatch):
+    settings = Settings(state_dir=tmp_path / "state")
+    registry = Registry(settings)
+    rt = Runtime(settings, registry=registry)
+    night = replace(report(0.5), promotion=PASSED)
+    night.prompt.curve = [(10, 0.2), (30, 0.4)]
+    register_model = Registry.register_model_version
+
+    def crash(*args, **kwargs):
+        raise Crash("killed between the prompt versions and the model version")
+
+    monkeypatch.setattr(Registry, "register_model_version", crash)
+    with pytest.raises(Crash):
+        register_versions(rt, "n1", night)
+    name = registry.prompt_name("instructions")
+    assert registry.prompt_version_at_alias(name, CANDIDATE) is None  # no alias moved early
+    (crashed,) = registry.client.search_runs([registry.experiment_id])
+    assert crashed.info.status == "FAILED"
+
+    monkeypatch.setattr(Registry, "register_model_version", register_model)
+    first = register_versions(rt, "n1", night)
+    again = register_versions(rt, "n1", night)  # a resume after it all went through
+
+    assert first.mlflow_run_id == again.mlflow_run_id == crashed.info.run_id
+    assert registry.client.get_run(first.mlflow_run_id).info.status == "FINISHED"
+    versions = list(registry.client.search_prompt_versions(name))
+    assert [int(v.version) for v in versions] == [1]
+    assert first.prompt_versions == again.prompt_versions == {name: 1}
+    assert first.model_version == again.model_version == 1
+    assert len(registry.client.search_model_versions("name = 'agent'")) == 1
+    assert registry.get_alias("agent", CANDIDATE) == 1
+    assert registry.prompt_version_at_alias(name, CANDIDATE).version == 1
+    curve = registry.client.get_metric_history(first.mlflow_run_id, "agent_best_val_score")
+    assert len(curve) == len(night.prompt.curve)  # not logged twice
+
+
+def test_a_new_text_for_the_same_night_is_a_new_version(tmp_path):
+    settings = Settings(state_dir=tmp_path / "state")
+    rt = Runtime(settings, registry=Registry(settings))
+    night = report(0.5)
+    register_versions(rt, "n1", night)
+    other = replace(night, prompt=replace(night.prompt, prompts={"instructions": "changed"}))
+    registered = register_versions(rt, "n2", other)
+    assert registered.prompt_versions == {"agent-instructions": 2}
+    assert registered.model_version == 2
