@@ -65,3 +65,43 @@ def test_a_new_text_for_the_same_night_is_a_new_version(tmp_path):
     registered = register_versions(rt, "n2", other)
     assert registered.prompt_versions == {"agent-instructions": 2}
     assert registered.model_version == 2
+
+
+KILLED_CHILD = """
+import os, signal, sys
+from dataclasses import replace
+from flows.promotion_gate import PromotionDecision
+from flows.registration import register_versions
+from flows.runtime import Runtime
+from infra.registry.mlflow_registry import Registry
+from infra.settings import Settings
+from tests.test_flows_report import report
+
+settings = Settings(state_dir=sys.argv[1])
+night = replace(report(0.5), promotion=PromotionDecision(True, "beats production", 0.2, 0.1, 0.3))
+Registry.register_model_version = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+register_versions(Runtime(settings, registry=Registry(settings)), "n1", night)
+"""
+
+
+@pytest.mark.slow  # a second Python process with MLflow
+def test_a_night_sigkilled_while_registering_resumes_its_run(tmp_path):
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(state)], timeout=300)
+    assert child.returncode == -9  # killed between the prompt versions and the model version
+    settings = Settings(state_dir=state)
+    registry = Registry(settings)
+    (left,) = registry.client.search_runs([registry.experiment_id])
+    assert left.info.status == "RUNNING"  # nothing could end it
+    name = registry.prompt_name("instructions")
+    assert registry.prompt_version_at_alias(name, CANDIDATE) is None
+
+    night = replace(report(0.5), promotion=PASSED)
+    resumed = register_versions(Runtime(settings, registry=registry), "n1", night)
+    assert resumed.mlflow_run_id == left.info.run_id
+    assert registry.client.get_run(left.info.run_id).info.status == "FINISHED"
+    assert [int(v.version) for v in registry.client.search_prompt_versions(name)] == [1]
+    assert resumed.model_version == 1 and registry.get_alias("agent", CANDIDATE) == 1
