@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from flows.environment import prepare_environment
+from flows.environment import prepare_environment, team_prefect_server
 
 console = Console(stderr=True)
 
@@ -29,6 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     from flows.report import print_summary
     from flows.runtime import RUN_ID_FORMAT, Runtime, check_run_id
     from infra.errors import UserFacingError
+    from infra.redaction import mask
 
     run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
     # before anything opens the folder's stores: a second night must not race on them
@@ -36,7 +37,9 @@ def _run(args: argparse.Namespace) -> int:
         rt = Runtime(settings)
         rt.preflight()
         state = settings.state_dir.resolve()
-        console.print(f"flywheel night [bold]{run_id}[/] — state in {state}")
+        server = team_prefect_server()
+        where = f"Prefect at {mask(server)}" if server else "Prefect's own server in the state"
+        console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
         try:
             report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
         except UserFacingError:

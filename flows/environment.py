@@ -6,6 +6,7 @@ Call before importing Prefect, MLflow or transformers; values already set win.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 
@@ -18,8 +19,13 @@ def prepare_environment(state_dir: Path) -> None:
         pass
     defaults = {
         # Prefect's ephemeral server keeps its database (the runs the UI shows) and the
-        # persisted task results here, next to the MLflow store.
-        "PREFECT_HOME": str((state_dir / "prefect").resolve()),
+        # persisted task results here, next to the MLflow store; a team's own Prefect
+        # server (PREFECT_API_URL, or the active profile's) keeps Prefect where it is.
+        **(
+            {}
+            if team_prefect_server()
+            else {"PREFECT_HOME": str((state_dir / "prefect").resolve())}
+        ),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",  # 2 slow cores
         "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -35,3 +41,20 @@ def prepare_environment(state_dir: Path) -> None:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+
+
+def team_prefect_server() -> str | None:
+    """The Prefect server the user points at, if any: PREFECT_API_URL in the environment,
+    or in their active Prefect profile (where `prefect profile use` / `prefect config set`
+    put it). None: flywheel runs its own ephemeral server."""
+    if url := os.environ.get("PREFECT_API_URL"):
+        return url
+    home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH", home / "profiles.toml"))
+    try:
+        data = tomllib.loads(profiles.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active")
+    profile = data.get("profiles", {}).get(active, {})
+    return profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None

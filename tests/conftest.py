@@ -1,9 +1,13 @@
 """Test-wide environment: everything local, quiet, and inside a temporary folder."""
 
+import os
 import tempfile
 from pathlib import Path
 
 from flows.environment import prepare_environment
 
+# Never a Prefect server of the machine's user: the tests run their own, in a temp folder.
+os.environ.pop("PREFECT_API_URL", None)
+os.environ["PREFECT_PROFILES_PATH"] = os.devnull
 # Read by Prefect, MLflow and transformers at import time, so set before tests import them.
 prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-tests-")))

@@ -50,3 +50,25 @@ def test_the_state_folder_is_private_to_the_user(tmp_path) -> None:
     for folder in (made, opened):
         prepare_environment(folder)
         assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_team_prefect_server_keeps_prefect_where_the_user_has_it(tmp_path, monkeypatch):
+    from flows.environment import prepare_environment, team_prefect_server
+
+    monkeypatch.delenv("PREFECT_HOME", raising=False)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    profiles = tmp_path / "profiles.toml"
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(profiles))
+    assert team_prefect_server() is None  # no profile file: flywheel's own server
+    prepare_environment(tmp_path / "own")
+    assert os.environ["PREFECT_HOME"] == str((tmp_path / "own" / "prefect").resolve())
+
+    monkeypatch.delenv("PREFECT_HOME")
+    profiles.write_text(
+        'active = "team"\n[profiles.team]\nPREFECT_API_URL = "http://prefect.internal:4200/api"\n'
+    )
+    assert team_prefect_server() == "http://prefect.internal:4200/api"
+    prepare_environment(tmp_path / "team")
+    assert "PREFECT_HOME" not in os.environ  # the user's profile, and its server, stay in use
+    monkeypatch.setenv("PREFECT_API_URL", "http://other:4200/api")
+    assert team_prefect_server() == "http://other:4200/api"
