@@ -324,10 +324,8 @@ async def nightly(
     start = time.perf_counter()
     clock = StageClock()
     if (days := rt.settings.state.retention_days) is not None:
-        state_dir = rt.settings.state_dir.resolve()
-        results = Path(get_current_settings().results.local_storage_path).resolve()
-        # only flywheel's own results: a team's Prefect storage holds other flows' too
-        expire(results if results.is_relative_to(state_dir) else None, state_dir / "runs", days)
+        results = Path(get_current_settings().results.local_storage_path)
+        expire(rt.settings.state_dir, results, days)
     production = await _retrying(rt, read_production)(rt, run_id)
     collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))

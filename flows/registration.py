@@ -58,8 +58,9 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             }
         )
         registry.log_metrics(metrics)
-        for name, curve in (("judge", report.alignment.curve), ("agent", report.prompt.curve)):
-            for calls, best in [] if resumed else curve:  # step = metric calls spent
+        curves = {"judge": report.alignment.curve, "agent": report.prompt.curve}
+        for name, curve in {} if resumed else curves.items():
+            for calls, best in curve:  # the optimization curve, step = metric calls spent
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
         registry.log_text(render_markdown(report), "report.md")
         registry.log_text(prompt_diffs(report), "prompt_diff.md")

@@ -14,12 +14,15 @@ log = logging.getLogger(__name__)
 DAY_S = 86_400
 
 
-def expire(results_dir: Path | None, runs_dir: Path, days: int, now: float | None = None) -> int:
-    """Delete result files and run folders not written for `days` days; how many went.
-    `results_dir` None: no stage results to expire (they are not flywheel's alone)."""
+def expire(state_dir: Path, results_dir: Path, days: int, now: float | None = None) -> int:
+    """Delete the GEPA run folders under `state_dir` and the Prefect results in
+    `results_dir` not written for `days` days; how many went. Results outside the state
+    folder are left alone: a team's Prefect storage holds other flows' too."""
     cutoff = (time.time() if now is None else now) - days * DAY_S
+    state_dir, results_dir = state_dir.resolve(), results_dir.resolve()
+    runs_dir = state_dir / "runs"
     gone = 0
-    if results_dir is not None and results_dir.is_dir():
+    if results_dir.is_relative_to(state_dir) and results_dir.is_dir():
         for path in results_dir.rglob("*"):
             if path.is_file() and path.stat().st_mtime < cutoff:
                 path.unlink(missing_ok=True)

@@ -51,19 +51,11 @@ class Budget:
             return None
         return self.max_reflection_calls - self.reflection_calls - self.reflections_reserved
 
-    def reserve_reflections(self, calls: int) -> None:
+    def reserve_reflections(self, calls: int) -> ReflectionHold:
         """Set aside a planned proposal's reflections. Planning checks `reflections_left`
         first; a group resumed after a kill takes back what it had, even past the limit."""
         self.reflections_reserved += calls
-
-    def record_reflections(self, calls: int, reserved: bool = True) -> None:
-        """Reflection calls made (`reserved`: from a proposal's reservation)."""
-        self.reflection_calls += calls
-        if reserved:
-            self.release_reflections(calls)
-
-    def release_reflections(self, calls: int) -> None:
-        self.reflections_reserved -= calls
+        return ReflectionHold(self, calls)
 
     async def freed(self) -> None:
         """Return once some reservation has ended (and given back what it did not use)."""
@@ -93,4 +85,22 @@ class Reservation:
 
     def release(self) -> None:
         self.budget._give_back(self.left)
+        self.left = 0
+
+
+@dataclass
+class ReflectionHold:
+    """Reflection calls set aside for one proposal; `release` returns what it didn't make
+    (a perfect parent, texts the journal already held, a failure)."""
+
+    budget: Budget
+    left: int
+
+    def charge(self, calls: int) -> None:
+        self.left -= calls
+        self.budget.reflections_reserved -= calls
+        self.budget.reflection_calls += calls
+
+    def release(self) -> None:
+        self.budget.reflections_reserved -= self.left
         self.left = 0

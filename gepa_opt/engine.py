@@ -144,7 +144,6 @@ class GEPAEngine(Generic[DataInst]):
         self._journal: CallJournal | None = None  # opened by `run`
         self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
         self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
-        self._reflected: set[int] = set()  # proposals whose reserved reflections were made
         self._resumed: list[tuple[Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
         self._selector = make_candidate_selector(
@@ -381,8 +380,8 @@ class GEPAEngine(Generic[DataInst]):
                 iteration = self.state.iteration
             else:
                 iteration, components = resumed[k]
-            self._budget.reserve_reflections(len(components))  # released as it reflects
-            plans.append(Plan(iteration, draw, components, self._budget.reserve(b)))
+            hold = self._budget.reserve_reflections(len(components))
+            plans.append(Plan(iteration, draw, components, self._budget.reserve(b), hold))
         if draw.parent_index.done() and resumed is None:
             self.state.component_cursor[draw.parent_idx] = cursor
         self._occupy(draw, len(plans), +1)  # until the group frees its place (`_run_group`)
@@ -468,9 +467,7 @@ class GEPAEngine(Generic[DataInst]):
             group.release()
             for plan in plans:
                 plan.reservation.release()
-                if plan.iteration not in self._reflected:  # skipped, replayed or failed
-                    self._budget.release_reflections(len(plan.components))
-                self._reflected.discard(plan.iteration)
+                plan.reflections.release()
             if successor is not None and not successor.parent_index.done():
                 successor.parent_index.cancel()  # this group failed: its successor must not wait
             if occupied:
@@ -559,8 +556,7 @@ class GEPAEngine(Generic[DataInst]):
         if self._journal is not None:
             for component, text in texts.items():
                 self._journal.reflected(iteration, component, text)
-        self._budget.record_reflections(len(components))
-        self._reflected.add(iteration)
+        plan.reflections.charge(len(components))
         await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         return texts
 
@@ -807,7 +803,7 @@ class GEPAEngine(Generic[DataInst]):
         assert self._journal is not None
         replayed = self._journal.replay(offset)
         self._budget.metric_calls_used += replayed.paid
-        self._budget.record_reflections(len(replayed.reflections), reserved=False)
+        self._budget.reflection_calls += len(replayed.reflections)  # made before the kill
         for key, evaluation in replayed.results.items():
             self._evaluator.cache.put(*key, evaluation)
         self._reflections.update(replayed.reflections)

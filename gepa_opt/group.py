@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from gepa_opt.budget import Reservation
+from gepa_opt.budget import ReflectionHold, Reservation
 from gepa_opt.evaluator import Example
 from gepa_opt.events import RejectReason
 from gepa_opt.state import ProposalRecord
@@ -30,12 +30,13 @@ class Draw:
 @dataclass(frozen=True)
 class Plan:
     """One proposal of a group: its iteration number, components and reserved budget
-    (the child's minibatch; the parent's is the group's)."""
+    (the child's minibatch, the parent's being the group's; its reflections)."""
 
     iteration: int
     draw: Draw
     components: list[str]
     reservation: Reservation
+    reflections: ReflectionHold
 
 
 @dataclass

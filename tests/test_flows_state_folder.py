@@ -18,22 +18,25 @@ def _touch(path, age_days: float) -> None:
 
 
 def test_results_and_run_folders_older_than_the_retention_go(tmp_path) -> None:
-    results, runs = tmp_path / "storage", tmp_path / "runs"
+    results, runs = tmp_path / "prefect" / "storage", tmp_path / "runs"
     _touch(results / "old", 31)
     _touch(results / "new", 29)
     _touch(runs / "old-night" / "gepa" / "calls.jsonl", 40)
     _touch(runs / "resumed-night" / "state.json", 40)
     _touch(runs / "resumed-night" / "calls.jsonl", 1)  # written again tonight: kept whole
-    assert expire(results, runs, days=30) == 2
+    assert expire(tmp_path, results, days=30) == 2
     assert sorted(p.name for p in results.iterdir()) == ["new"]
     assert sorted(p.name for p in runs.iterdir()) == ["resumed-night"]
     assert (runs / "resumed-night" / "state.json").exists()
 
 
 def test_results_that_are_not_flywheel_s_alone_are_left(tmp_path) -> None:
-    _touch(tmp_path / "runs" / "n1" / "state.json", 40)
-    assert expire(None, tmp_path / "runs", days=30) == 1
-    assert expire(None, tmp_path / "missing", days=30) == 0
+    state, team_results = tmp_path / "state", tmp_path / "team-prefect" / "storage"
+    _touch(state / "runs" / "n1" / "state.json", 40)
+    _touch(team_results / "another-flow", 40)
+    assert expire(state, team_results, days=30) == 1  # the run folder only
+    assert (team_results / "another-flow").exists()
+    assert expire(tmp_path / "missing", team_results, days=30) == 0
 
 
 def test_retention_is_whole_days_or_forever() -> None:
