@@ -25,6 +25,7 @@ from prefect.tasks import exponential_backoff
 from flows import feedback, stages
 from flows.approval import ask_approval
 from flows.collect import Collected, collect, hold_out, summarize, window_start
+from flows.faults import check_stage, night_faults
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
@@ -66,6 +67,12 @@ def _retrying(rt: Runtime, stage):
         retry_delay_seconds=exponential_backoff(cfg.retry_delay_s),
         retry_condition_fn=_transient,
     )
+
+
+def _check_faults(rt: Runtime, stage: str) -> None:
+    faults = night_faults(rt.fault_tallies())
+    if stage in faults:
+        check_stage(stage, faults[stage], rt.settings.network.max_failed_share)
 
 
 def _transient(task, task_run, state) -> bool:
@@ -322,7 +329,7 @@ async def nightly(
     rt = runtime or Runtime(Settings())
     rt = rt.with_knobs(knobs) if knobs is not None else rt
     start = time.perf_counter()
-    clock = StageClock()
+    clock = StageClock(check=lambda stage: _check_faults(rt, stage))
     if (days := rt.settings.state.retention_days) is not None:
         results = Path(get_current_settings().results.local_storage_path)
         expire(rt.settings.state_dir, results, days)
@@ -363,6 +370,7 @@ async def nightly(
         # the candidate's weights: tonight's adapter if kept, else production's carried on
         adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
         seed_prompts=production.prompts,
+        faults=night_faults(rt.fault_tallies()),
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
@@ -381,7 +389,7 @@ async def nightly(
             lambda verdicts: _retrying(rt, write_judge_scores)(rt, run_id, verdicts, gate),
         ),
     )
-    report = replace(report, feedback=sent)
+    report = replace(report, feedback=sent, faults=night_faults(rt.fault_tallies()))
     try:
         log_feedback(rt.registry, report)
     except Exception as err:  # the run already holds everything else

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from flows.faults import fault_metrics
 from flows.night_figures import curves_figure, prompt_diffs
 from flows.night_report import CANDIDATE, NightReport, Registered
 from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence, publish_managed
@@ -113,4 +114,5 @@ def log_feedback(registry: Registry, report: NightReport) -> None:
     with registry.reopen_run(report.registered.mlflow_run_id):
         if report.feedback:
             registry.log_metrics(report.feedback.metrics())
+        registry.log_metrics(fault_metrics(report.faults))  # the feedback stage's too
         registry.log_text(render_markdown(report), "report.md")

@@ -55,7 +55,8 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
                     f"held-out accuracy after {stage}",
                     _fmt(seed.accuracy),
                     _fmt(ev.accuracy),
-                    f"{ev.n} examples with true labels",
+                    f"{ev.n} examples with true labels"
+                    + (f", {ev.failed} left out (model calls failed)" if ev.failed else ""),
                 )
             )
     return rows
@@ -122,6 +123,24 @@ def promotion_lines(report: NightReport) -> list[str]:
     return out
 
 
+def fault_lines(report: NightReport) -> list[str]:
+    """Model calls per stage, said only when some failed (retried or for good)."""
+    faulty = {s: f for s, f in report.faults.items() if f.attempts_failed or f.failed}
+    if not faulty:
+        return []
+    out = [
+        "Model call faults (failed attempts were retried; calls that failed for good are "
+        "left out of every score):"
+    ]
+    for stage, f in faulty.items():
+        attempts = ", ".join(f"{n} {kind}" for kind, n in sorted(f.attempts_failed.items()))
+        out.append(
+            f"- {stage}: {f.calls} calls, failed attempts: {attempts or 'none'}; "
+            f"failed for good: {f.failed}"
+        )
+    return out
+
+
 def print_summary(report: NightReport, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"flywheel night {report.run_id} ({report.seconds:.0f} s)")
@@ -134,6 +153,8 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         console.print(line, markup=False)
     for note in notes(report):
         console.print(note, style="yellow", markup=False)
+    for line in fault_lines(report):
+        console.print(line, style="yellow", markup=False)
     skipped = report.collected.get("skipped_records", 0)
     if skipped:
         console.print(
@@ -155,6 +176,8 @@ def render_markdown(report: NightReport) -> str:
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
     lines += [""] + judge_lines(report)
     lines += [""] + notes(report)
+    if faults := fault_lines(report):
+        lines += [""] + faults
     if report.registered:
         lines += ["", report.registered.describe()]
     lines += promotion_lines(report)

@@ -7,7 +7,7 @@ and a failed night resumes without redoing finished stages.
 
 from __future__ import annotations
 
-import asyncio
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,10 +19,11 @@ from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
-from infra.settings import GEPASettings
+from infra.settings import GEPASettings, NetworkSettings
 from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts
 from judges.align import Alignment, align
+from judges.calls import answered, each, gepa_reflection
 from judges.judge import Judge
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.splits import judge_splits
@@ -46,7 +47,7 @@ class PromptStage:
 
 @dataclass
 class Evaluation:
-    n: int
+    n: int  # examples scored (the agent's and the judge's calls succeeded)
     accuracy: float | None  # against true labels, when the examples have them
     judge_pass_rate: float
     # Per example, for the promotion gate's paired comparison: the true-label score where
@@ -54,11 +55,23 @@ class Evaluation:
     scores: dict[str, float] = field(default_factory=dict)
     slices: dict[str, str] = field(default_factory=dict)
     by_labels: bool = False  # every score is against a true label
+    failed: int = 0  # examples left out: a model call failed for good
 
 
-def gepa_config(cfg: GEPASettings, seed: int, **overrides: Any) -> GEPAConfig:
-    """The one place settings become a `GEPAConfig`."""
-    return GEPAConfig(**cfg.gepa_fields(), seed=seed, **overrides)
+def gepa_config(
+    cfg: GEPASettings, seed: int, network: NetworkSettings | None = None, **overrides: Any
+) -> GEPAConfig:
+    """The one place settings become a `GEPAConfig`: the stage's knobs, and how its
+    failed model calls are tried again and when too many end it (`network`)."""
+    network = network or NetworkSettings()
+    failed = max(1, math.ceil(network.max_failed_share * cfg.max_metric_calls))
+    return GEPAConfig(
+        **cfg.gepa_fields(),
+        seed=seed,
+        call_attempts=network.call_attempts,
+        max_failed_calls=failed,
+        **overrides,
+    )
 
 
 def judge_items_split(
@@ -79,8 +92,8 @@ async def align_judge_stage(
         train,
         val,
         heldout,
-        gepa_config(cfg, seed, skip_perfect_score=False),
-        reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed),
+        gepa_config(cfg, seed, rt.settings.network, skip_perfect_score=False),
+        gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
         on_event,
     )
 
@@ -118,8 +131,8 @@ async def optimize_prompts_stage(
         trainset,
         valset,
         gepa_adapter,
-        reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed),
-        gepa_config(cfg, seed),
+        gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
+        gepa_config(cfg, seed, rt.settings.network),
         example_id=lambda ex: ex.id,
         on_event=on_event,
     )
@@ -155,6 +168,7 @@ async def evaluate_agent(
         },
         slices={ex.id: s for ex in examples if (s := slice_of(ex)) is not None},
         by_labels=bool(rollouts) and len(known) == len(rollouts),
+        failed=len(examples) - len(rollouts),
     )
 
 
@@ -172,10 +186,15 @@ async def judged_rollouts(
     adapter: str | None = None,
     **params: Any,
 ) -> list[Rollout]:
-    """The agent on each example (greedy unless `params` say otherwise), judged."""
+    """The agent on each example (greedy unless `params` say otherwise), judged; the
+    examples where a model call failed for good are left out."""
     params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": 0.0} | params
-    runs = (rt.agent.run(ex, prompts, rt.lm, adapter=adapter, **params) for ex in examples)
-    return await judge_rollouts(metric, list(await asyncio.gather(*runs)))
+
+    async def run(example: Example) -> Rollout:
+        return await rt.agent.run(example, prompts, rt.lm, adapter=adapter, **params)
+
+    _, rollouts = answered(examples, await each(examples, run))
+    return await judge_rollouts(metric, rollouts)
 
 
 async def lora_stage(

@@ -27,7 +27,14 @@ from gepa_opt.result import GEPAResult
 from gepa_opt.shape import ProposalShape
 from gepa_opt.state import ProposalRecord
 from gepa_opt.stopping import LMUsage, StopRules, TokenPricing
-from gepa_opt.types import Adapter, Candidate, EvaluationBatch, ExampleId, ReflectionLM
+from gepa_opt.types import (
+    Adapter,
+    CallFailed,
+    Candidate,
+    EvaluationBatch,
+    ExampleId,
+    ReflectionLM,
+)
 
 __all__ = [
     "TokenPricing",
@@ -37,6 +44,7 @@ __all__ = [
     "DEFAULT_REFLECTION_PROMPT",
     "Adapter",
     "BudgetUsed",
+    "CallFailed",
     "Candidate",
     "EvaluationBatch",
     "EventHandler",

@@ -27,6 +27,8 @@ class Budget:
     reflection_calls: int = 0
     max_reflection_calls: int | None = None
     reflections_reserved: int = 0
+    failed_calls: int = 0
+    """Tries of an example or a reflection that raised `CallFailed`: counted, not charged."""
     _freed: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
@@ -82,6 +84,12 @@ class Reservation:
         self.left -= metric_calls
         self.budget.reserved -= metric_calls
         self.budget.metric_calls_used += metric_calls
+
+    def refund(self, metric_calls: int) -> None:
+        """Take back charges for calls that failed for good: they produced no result."""
+        self.left += metric_calls
+        self.budget.reserved += metric_calls
+        self.budget.metric_calls_used -= metric_calls
 
     def release(self) -> None:
         self.budget._give_back(self.left)

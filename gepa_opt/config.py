@@ -138,6 +138,15 @@ class GEPAConfig:
     keeps failing or returning nothing (proposals that cost no metric call) cannot make a
     run spin; the run ends with `StopReason.REFLECTION_BUDGET`."""
 
+    call_attempts: int = 3
+    """Tries of one (candidate, example) whose call raises `CallFailed` before the
+    proposal that needs it is rejected (`RejectReason.FAILED_CALLS`); the seed's valset
+    pass failing that often ends the run with the error."""
+
+    max_failed_calls: int | None = None
+    """Failed tries (metric and reflection calls that raised `CallFailed`) after which
+    the run stops with `StopReason.FAILED_CALLS` (None: no limit)."""
+
     max_idle_iterations: int = 100
     """Stop after this many proposals in a row that cost no metric call (perfect parents
     already cached, empty or duplicate proposals): with the cache, nothing else would end
@@ -150,9 +159,12 @@ class GEPAConfig:
             "max_concurrency": self.max_concurrency,
             "max_idle_iterations": self.max_idle_iterations,
             "merge_subsample_size": self.merge_subsample_size,
+            "call_attempts": self.call_attempts,
         }
         if self.max_reflection_calls is not None:
             positive["max_reflection_calls"] = self.max_reflection_calls
+        if self.max_failed_calls is not None:
+            positive["max_failed_calls"] = self.max_failed_calls
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"GEPAConfig.{name} must be a positive integer, got {value!r}")

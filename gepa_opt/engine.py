@@ -38,7 +38,7 @@ from gepa_opt.events import (
     RejectReason,
     StopReason,
 )
-from gepa_opt.group import Draw, Plan, Trial
+from gepa_opt.group import Draw, ParentNotAdmitted, Plan, Trial
 from gepa_opt.in_flight import InFlightPolicy, Room
 from gepa_opt.inputs import check_objectives, check_seed, identify
 from gepa_opt.journal import CallJournal
@@ -64,6 +64,7 @@ from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.stopping import LMUsage, RunProgress
 from gepa_opt.types import (
     Adapter,
+    CallFailed,
     Candidate,
     DataInst,
     EvaluationBatch,
@@ -142,7 +143,9 @@ class GEPAEngine(Generic[DataInst]):
         self._workers = WorkerPool(config.max_concurrency)
         self._store = RunStore(config.run_dir) if config.run_dir else None
         self._journal: CallJournal | None = None  # opened by `run`
-        self._evaluator = Evaluator(adapter, EvaluationCache(), self._workers)
+        self._evaluator = Evaluator(
+            adapter, EvaluationCache(), self._workers, attempts=config.call_attempts
+        )
         self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
         self._resumed: list[tuple[Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
@@ -254,8 +257,12 @@ class GEPAEngine(Generic[DataInst]):
                 f"the seed's valset evaluation ({len(self._val)} examples)"
             )
         reservation = self._budget.reserve(len(self._val))
-        val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
-        reservation.release()
+        try:
+            val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
+        except CallFailed as error:
+            raise CallFailed(f"the seed's valset pass: {error}") from error
+        finally:
+            reservation.release()
         self.state.add(self._seed, (), *self._val_results(val))
         self._best_score = aggregate(self.state.val_scores[0])
         self._save()
@@ -274,7 +281,7 @@ class GEPAEngine(Generic[DataInst]):
                     running.add(asyncio.create_task(self._run_group(*plans)))
             self._resumed.clear()
             while True:
-                stop = stop or self._config.stop.check(self._progress())
+                stop = stop or self._config.stop.check(self._progress()) or self._too_many_failed()
                 while stop is None:
                     room = self._policy.room(
                         self._groups, self._proposals_in_flight, self._workers.spare()
@@ -318,6 +325,12 @@ class GEPAEngine(Generic[DataInst]):
             await asyncio.gather(*running, return_exceptions=True)
             raise
 
+    def _too_many_failed(self) -> StopReason | None:
+        limit = self._config.max_failed_calls
+        if limit is not None and self._budget.failed_calls >= limit:
+            return StopReason.FAILED_CALLS
+        return None
+
     def _out_of_budget(self) -> StopReason:
         left = self._budget.reflections_left()
         if left is not None and left < self._reflections_per_child():
@@ -328,8 +341,10 @@ class GEPAEngine(Generic[DataInst]):
         """Parent and minibatch of the next group (lines 5-6): a winner to continue from
         first, else the selector's pick; an extra group only from a parent the in-flight
         policy allows, else None."""
-        if room == "core" and self._continued:
-            return self._continued.pop(0)
+        while room == "core" and self._continued:
+            draw = self._continued.pop(0)
+            if draw.known or not draw.parent_index.done():  # else the winner was not admitted
+                return draw
         if self._config.proposal_shape == "auto":
             self._set_shape(self._auto_shape())
         frontier = self._frontier_scores()
@@ -382,7 +397,7 @@ class GEPAEngine(Generic[DataInst]):
                 iteration, components = resumed[k]
             hold = self._budget.reserve_reflections(len(components))
             plans.append(Plan(iteration, draw, components, self._budget.reserve(b), hold))
-        if draw.parent_index.done() and resumed is None:
+        if draw.known and resumed is None:
             self.state.component_cursor[draw.parent_idx] = cursor
         self._occupy(draw, len(plans), +1)  # until the group frees its place (`_run_group`)
         self._busy[candidate_digest(draw.parent)] += 1  # until its task ends
@@ -391,7 +406,7 @@ class GEPAEngine(Generic[DataInst]):
 
     def _cursor(self, draw: Draw) -> int:
         """Where the parent's round-robin over components resumes (0 for a new winner)."""
-        return self.state.component_cursor[draw.parent_idx] if draw.parent_index.done() else 0
+        return self.state.component_cursor[draw.parent_idx] if draw.known else 0
 
     def _occupy(self, draw: Draw, proposals: int, sign: int) -> None:
         """A group's place in the shape (freed early when it continues from a winner)."""
@@ -403,21 +418,28 @@ class GEPAEngine(Generic[DataInst]):
         draw, first = plans[0].draw, plans[0].iteration
         started = time.monotonic()
         occupied = True
-        announced = draw.parent_index.done()  # a continued group's parent has no index yet
+        announced = draw.known  # a continued group's parent has no index yet
         successor: Draw | None = None
         try:
             if announced:
                 for plan in plans:
                     await self._announce_start(plan, draw.parent_idx)
             paid = group.left
-            parent_eval = await self._evaluate(
-                draw.parent, Split.TRAIN, draw.minibatch, group, first
-            )
+            try:
+                parent_eval = await self._evaluate(
+                    draw.parent, Split.TRAIN, draw.minibatch, group, first
+                )
+            except CallFailed:  # the children have nothing to be compared with
+                parent_eval = None
             paid -= group.left
             group.release()
-            async with asyncio.TaskGroup() as tasks:
-                running = [tasks.create_task(self._trial(plan, parent_eval)) for plan in plans]
-            trials = [task.result() for task in running]
+            if parent_eval is None:
+                no_scores = EvaluationBatch(outputs=[], scores=[])
+                trials = [Trial(p, no_scores, reason=RejectReason.FAILED_CALLS) for p in plans]
+            else:
+                async with asyncio.TaskGroup() as tasks:
+                    running = [tasks.create_task(self._trial(plan, parent_eval)) for plan in plans]
+                trials = [task.result() for task in running]
             trials[0].paid += paid
             winners = self._winners(trials)
             for trial in trials:
@@ -439,7 +461,16 @@ class GEPAEngine(Generic[DataInst]):
                     self._occupy(draw, len(plans), -1)
                     occupied = False
                     self._wake.set()
-            parent_idx = await draw.parent_index  # a continued group: its parent's admission
+            try:
+                parent_idx = await draw.parent_index  # a continued group: its parent's admission
+            except ParentNotAdmitted as lost:  # its valset pass failed: nothing to compare to
+                parent_idx = lost.lineage
+                for _, valset in admissions:
+                    if valset is not None:
+                        valset.release()
+                admissions = []
+                for trial in trials:
+                    trial.reason = RejectReason.FAILED_CALLS
             for trial in trials:
                 if not announced:
                     await self._announce_start(trial.plan, parent_idx)
@@ -460,8 +491,12 @@ class GEPAEngine(Generic[DataInst]):
                     )
                 )
             for trial in trials:  # the group continuing from a winner may announce itself
-                if trial.admitted is not None and trial.child is not None:
+                if trial.admitted is None or trial.child is None:
+                    continue
+                if self.state.contains(trial.child):
                     trial.admitted.set_result(self.state.index_of(trial.child))
+                else:
+                    trial.admitted.set_exception(ParentNotAdmitted(parent_idx))
             return [trial.record(parent_idx) for trial in trials]
         finally:
             group.release()
@@ -514,7 +549,13 @@ class GEPAEngine(Generic[DataInst]):
         if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
             trial.reason = RejectReason.PERFECT_PARENT
             return trial
-        texts = await self._reflect(plan, parent_eval)
+        try:
+            texts = await self._reflect(plan, parent_eval)
+        except CallFailed:
+            self._budget.failed_calls += 1
+            plan.reflections.charge(plan.reflections.left)  # it was sent: the limit holds
+            trial.reason = RejectReason.FAILED_CALLS
+            return trial
         changed = {c: text for c, text in texts.items() if text}
         if not changed:
             trial.reason = RejectReason.EMPTY_PROPOSAL
@@ -524,10 +565,15 @@ class GEPAEngine(Generic[DataInst]):
             trial.reason = RejectReason.DUPLICATE
             return trial
         paid = plan.reservation.left
-        trial.child_eval = await self._evaluate(
-            trial.child, Split.TRAIN, plan.draw.minibatch, plan.reservation, iteration
-        )
-        trial.paid += paid - plan.reservation.left
+        try:
+            trial.child_eval = await self._evaluate(
+                trial.child, Split.TRAIN, plan.draw.minibatch, plan.reservation, iteration
+            )
+        except CallFailed:
+            trial.reason = RejectReason.FAILED_CALLS
+            return trial
+        finally:
+            trial.paid += paid - plan.reservation.left
         plan.reservation.release()  # the minibatch work is done: free it for others
         self._judged += 1
         if trial.gain <= 0:
@@ -573,10 +619,15 @@ class GEPAEngine(Generic[DataInst]):
         reserved = valset.left
         try:
             val = await self._evaluate(child, Split.VAL, self._val, valset, plan.iteration)
+        except CallFailed:
+            val = None
         finally:
             trial.paid += reserved - valset.left
             valset.release()
-        if self.state.contains(child):  # a concurrent proposal wrote the same text first
+        if val is None:
+            trial.reason = RejectReason.FAILED_CALLS
+            await self._announce_rejection(trial, parent_idx)
+        elif self.state.contains(child):  # a concurrent proposal wrote the same text first
             trial.reason = RejectReason.DUPLICATE
             await self._announce_rejection(trial, parent_idx)
         else:
@@ -644,18 +695,24 @@ class GEPAEngine(Generic[DataInst]):
         state = self.state
         try:
             subsample = [(k, self._val_by_id[k]) for k in ids]
-            batch = await self._evaluate(
-                plan.candidate, Split.VAL, subsample, reservation, iteration
-            )
+            try:
+                batch = await self._evaluate(
+                    plan.candidate, Split.VAL, subsample, reservation, iteration
+                )
+            except CallFailed:  # tried as if it lost: its parents stay as they are
+                batch = EvaluationBatch(outputs=[], scores=[float("-inf")] * len(ids))
             merged = dict(zip(ids, batch.scores, strict=True))
             i_scores, j_scores = state.val_scores[plan.i], state.val_scores[plan.j]
             parents_best = max(sum(i_scores[k] for k in ids), sum(j_scores[k] for k in ids))
             candidate_idx = None
             if merge_accepted(merged, i_scores, j_scores) and not state.contains(plan.candidate):
-                val = await self._evaluate(
-                    plan.candidate, Split.VAL, self._val, reservation, iteration
-                )
-                if not state.contains(plan.candidate):
+                try:
+                    val = await self._evaluate(
+                        plan.candidate, Split.VAL, self._val, reservation, iteration
+                    )
+                except CallFailed:
+                    val = None
+                if val is not None and not state.contains(plan.candidate):
                     parents = (plan.i, plan.j)
                     candidate_idx = state.add(plan.candidate, parents, *self._val_results(val))
             event = MergeTried(
@@ -743,7 +800,7 @@ class GEPAEngine(Generic[DataInst]):
                 [[plan.iteration, plan.components] for plan in plans],
             ]
             for plans in self._group_plans.values()
-            if plans[0].draw.parent_index.done()  # a continued group's parent re-runs
+            if plans[0].draw.known  # a continued group's parent re-runs
         ]
         snapshot = snapshot_of(
             self.state,
@@ -778,7 +835,9 @@ class GEPAEngine(Generic[DataInst]):
         budget.max_metric_calls = self._config.max_metric_calls  # a resume may extend it
         budget.max_reflection_calls = self._config.max_reflection_calls
         self._budget = budget
-        self._evaluator = Evaluator(self._adapter, cache, self._workers, self._journal)
+        self._evaluator = Evaluator(
+            self._adapter, cache, self._workers, self._journal, self._config.call_attempts
+        )
         for name, rng in self._rngs().items():
             rng.setstate(rngs[name].getstate())
         extra = snapshot.extra

@@ -13,6 +13,7 @@ from gepa_opt.journal import CallJournal
 from gepa_opt.snapshot import NOT_PERSISTED
 from gepa_opt.types import (
     Adapter,
+    CallFailed,
     Candidate,
     DataInst,
     EvaluationBatch,
@@ -31,6 +32,10 @@ class Evaluator(Generic[DataInst]):
     proposals share the pool example by example. A pair another proposal is computing
     right now is awaited, not paid again.
 
+    A call that raises `CallFailed` is tried again, up to `attempts` tries in all; an
+    example that fails every one gives its charge back and makes `evaluate` raise
+    `CallFailed` naming it, once the batch's other examples are done (and cached).
+
     Train-split evaluations always capture traces: any cached train pair can then seed a
     later reflection (a parent re-evaluated on a minibatch it already saw costs nothing),
     at no extra metric calls. Val evaluations only feed the Pareto fronts, so they don't.
@@ -42,8 +47,10 @@ class Evaluator(Generic[DataInst]):
         cache: EvaluationCache,
         workers: WorkerPool,
         journal: CallJournal | None = None,
+        attempts: int = 1,
     ):
         self._adapter = adapter
+        self._attempts = attempts
         self._cache = cache
         self._workers = workers
         self.journal = journal
@@ -79,13 +86,13 @@ class Evaluator(Generic[DataInst]):
         digest = candidate_digest(candidate)
         traced = split is Split.TRAIN
         mine: dict[CacheKey, DataInst] = {}
-        theirs: list[asyncio.Future[None]] = []
+        theirs: dict[CacheKey, asyncio.Future[None]] = {}
         for example_id, example in examples:
             key = (digest, split, example_id)
             if self._usable(self._cache.get(*key), traced):
                 continue
             if key in self._in_flight:
-                theirs.append(self._in_flight[key])
+                theirs[key] = self._in_flight[key]
             else:
                 mine.setdefault(key, example)
         reservation.charge(len(mine))
@@ -95,16 +102,29 @@ class Evaluator(Generic[DataInst]):
         for key in mine:
             self._in_flight[key] = loop.create_future()
         try:
-            await asyncio.gather(
-                *(self._run_one(candidate, key, x, traced, priority) for key, x in mine.items())
+            answered = await asyncio.gather(
+                *(
+                    self._run_one(candidate, key, x, traced, priority, reservation)
+                    for key, x in mine.items()
+                )
             )
         finally:
             for key in mine:
                 future = self._in_flight.pop(key)
                 if not future.done():  # we failed or were cancelled: waiters must not hang
-                    future.set_exception(RuntimeError(f"evaluation of {key[1]} {key[2]} failed"))
+                    future.set_exception(CallFailed(f"evaluation of {key[1]} {key[2]} failed"))
                     future.exception()  # retrieved: only the waiters need it
-        await asyncio.gather(*theirs)
+        failed = [key for key, ok in zip(mine, answered, strict=True) if not ok]
+        reservation.refund(len(failed))  # no result: no charge
+        outcomes = await asyncio.gather(*theirs.values(), return_exceptions=True)
+        for key, outcome in zip(theirs, outcomes, strict=True):
+            if isinstance(outcome, CallFailed):
+                failed.append(key)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        if failed:
+            ids = [key[2] for key in failed]
+            raise CallFailed(f"{split.value} examples {ids} failed in {self._attempts} tries each")
         hits = [self._cache.get(digest, split, i) for i, _ in examples]
         with_objectives = any(h.objective_scores is not None for h in hits)
         batch = EvaluationBatch(
@@ -115,7 +135,7 @@ class Evaluator(Generic[DataInst]):
             if with_objectives
             else None,
         )
-        return batch, len(mine)
+        return batch, len(mine) - len([k for k in failed if k in mine])
 
     async def _run_one(
         self,
@@ -124,10 +144,26 @@ class Evaluator(Generic[DataInst]):
         example: DataInst,
         traced: bool,
         priority: Priority,
-    ) -> None:
-        result = await self._workers.run(
-            self._adapter.evaluate([example], candidate, capture_traces=traced), priority
-        )
+        reservation: Reservation,
+    ) -> bool:
+        """Run one example, tried again while it raises `CallFailed`; False if every try
+        did (its waiters then see `CallFailed` too)."""
+        for _ in range(self._attempts):
+            try:
+                result = await self._workers.run(
+                    self._adapter.evaluate([example], candidate, capture_traces=traced), priority
+                )
+                break
+            except CallFailed:
+                reservation.budget.failed_calls += 1
+        else:
+            if self.journal is not None:
+                self.journal.failed(key)
+            future = self._in_flight.get(key)
+            if future is not None and not future.done():
+                future.set_exception(CallFailed(f"evaluation of {key[1]} {key[2]} failed"))
+                future.exception()  # retrieved: only the waiters need it
+            return False
         _check(result, 1, traced)
         trajectory = result.trajectories[0] if traced else None
         objectives = None
@@ -142,6 +178,7 @@ class Evaluator(Generic[DataInst]):
         future = self._in_flight.get(key)
         if future is not None and not future.done():  # done: a sibling failed first
             future.set_result(None)
+        return True
 
 
 def _check(result: EvaluationBatch, expected: int, traced: bool) -> None:

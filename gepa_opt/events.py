@@ -25,6 +25,9 @@ class RejectReason(StrEnum):
     """Child's minibatch sum not strictly above the parent's."""
     NO_BUDGET = "no_budget"
     """The child improved, but the budget left cannot pay for its valset pass."""
+    FAILED_CALLS = "failed_calls"
+    """A call this proposal needed kept failing (`GEPAConfig.call_attempts` tries of an
+    example, or its reflection): it has no score to be judged by."""
     SIBLING_BETTER = "sibling_better"
     """The child improved, but a sibling (same parent, same minibatch) improved more, and
     `GEPAConfig.siblings="best"` sends only the best one to the valset."""
@@ -35,6 +38,9 @@ class StopReason(StrEnum):
     """The next proposal's worst-case cost no longer fits in `max_metric_calls`."""
     REFLECTION_BUDGET = "reflection_budget"
     """The next proposal's reflections no longer fit in `max_reflection_calls`."""
+    FAILED_CALLS = "failed_calls"
+    """More failed calls than `GEPAConfig.max_failed_calls`: the system under
+    optimization (or the reflection LM) is down, and waiting will not score anything."""
     STALLED = "stalled"
     """`max_idle_iterations` proposals in a row cost nothing: no progress is possible."""
     # GEPAConfig.stop (`stopping.StopRules`), in the order they are checked:

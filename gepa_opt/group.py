@@ -13,6 +13,16 @@ from gepa_opt.state import ProposalRecord
 from gepa_opt.types import Candidate, EvaluationBatch
 
 
+class ParentNotAdmitted(Exception):
+    """A continued group's parent, a winner, never joined the pool (its valset pass
+    failed): the group's children have no parent to be recorded under but its
+    `lineage`, the winner's own parent."""
+
+    def __init__(self, lineage: int) -> None:
+        super().__init__(f"the winner from candidate {lineage} was not admitted")
+        self.lineage = lineage
+
+
 @dataclass(frozen=True)
 class Draw:
     """The next group's parent and minibatch. A continued group's parent is a winner whose
@@ -21,6 +31,12 @@ class Draw:
     parent: Candidate
     minibatch: list[Example]
     parent_index: asyncio.Future[int]
+
+    @property
+    def known(self) -> bool:
+        """The parent's pool index is known (a continued group's: once it was admitted)."""
+        index = self.parent_index
+        return index.done() and not index.cancelled() and index.exception() is None
 
     @property
     def parent_idx(self) -> int:

@@ -4,6 +4,7 @@ lands, every reflection's text, so a run killed at any moment resumes within its
 `run_dir/calls.jsonl` is append-only, one JSON object per line:
   {"paid": key}                       written when the call is charged, before it runs
   {"done": key, "entry": {...}}       its result (score; output and trajectory if JSON)
+  {"failed": key}                     every try failed (`CallFailed`): its charge comes back
   {"reflected": [iteration, component], "text": "..."}
 A line reaches the operating system when written, so a SIGKILL loses none of it (only a
 power cut could, which `RunStore`'s fsynced snapshots cover up to the last save). The
@@ -51,6 +52,9 @@ class CallJournal:
     def done(self, key: CacheKey, evaluation: CachedEvaluation) -> None:
         self._write([{"done": encode_key(key), "entry": encode_entry(evaluation)}])
 
+    def failed(self, key: CacheKey) -> None:
+        self._write([{"failed": encode_key(key)}])
+
     def reflected(self, iteration: int, component: str, text: str) -> None:
         self._write([{"reflected": [iteration, component], "text": text}])
 
@@ -74,6 +78,8 @@ class CallJournal:
                     break  # the last line, cut by the kill
                 if "paid" in line:
                     replayed.paid += 1
+                elif "failed" in line:
+                    replayed.paid -= 1
                 elif "done" in line:
                     replayed.results[decode_key(line["done"])] = decode_entry(line["entry"])
                 else:

@@ -30,6 +30,8 @@ class GEPAResult:
     metric_calls_used: int
     max_metric_calls: int
     reflection_calls: int
+    failed_calls: int
+    """Tries that raised `CallFailed`: never scored, never charged (this process's)."""
     rejections: dict[RejectReason, int]
     stop_reason: StopReason
     history: list[ProposalRecord]
@@ -82,6 +84,7 @@ class GEPAResult:
             metric_calls_used=budget.metric_calls_used,
             max_metric_calls=budget.max_metric_calls,
             reflection_calls=budget.reflection_calls,
+            failed_calls=budget.failed_calls,
             rejections={reason: reasons[reason] for reason in RejectReason if reason in reasons},
             stop_reason=stop_reason,
             history=list(state.history),

@@ -56,6 +56,7 @@ class RunSnapshot:
     max_metric_calls: int
     metric_calls_used: int
     reflection_calls: int
+    failed_calls: int
     rng_states: dict[str, RngState]
     """Per named `random.Random` stream, its `getstate()`."""
     cache: dict[CacheKey, CachedEvaluation]
@@ -88,6 +89,7 @@ def snapshot_of(
         max_metric_calls=budget.max_metric_calls,
         metric_calls_used=budget.metric_calls_used,
         reflection_calls=budget.reflection_calls,
+        failed_calls=budget.failed_calls,
         rng_states={name: rng.getstate() for name, rng in rngs.items()},
         cache=dict(cache.items()),
         extra=copy.deepcopy(dict(extra or {})),
@@ -123,6 +125,7 @@ def restore(
         max_metric_calls=snapshot.max_metric_calls,
         metric_calls_used=snapshot.metric_calls_used,
         reflection_calls=snapshot.reflection_calls,
+        failed_calls=snapshot.failed_calls,
     )
     cache = EvaluationCache()
     for (digest, split, example_id), evaluation in snapshot.cache.items():

@@ -90,6 +90,7 @@ def to_document(snapshot: RunSnapshot) -> dict[str, Any]:
             "max_metric_calls": snapshot.max_metric_calls,
             "metric_calls_used": snapshot.metric_calls_used,
             "reflection_calls": snapshot.reflection_calls,
+            "failed_calls": snapshot.failed_calls,
         },
         "candidates": [
             _encode_candidate(candidate, parents, val_scores, objectives, cursor)
@@ -141,6 +142,7 @@ def from_document(document: dict[str, Any], texts: list[Candidate]) -> RunSnapsh
         max_metric_calls=budget["max_metric_calls"],
         metric_calls_used=budget["metric_calls_used"],
         reflection_calls=budget["reflection_calls"],
+        failed_calls=budget.get("failed_calls", 0),  # absent before failed calls were counted
         rng_states={name: _as_tuples(state) for name, state in document["rng_states"].items()},
         cache=cache,
         extra=document["extra"],

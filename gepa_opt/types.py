@@ -25,6 +25,13 @@ ReflectionLM = Callable[[str], Awaitable[str]]
 DataInst = TypeVar("DataInst", contravariant=True)
 
 
+class CallFailed(Exception):
+    """Raised by `Adapter.evaluate` or a `ReflectionLM` for a call that failed for good
+    (its client's own retries spent, or a reply that cannot be read). The engine tries
+    the example again (`GEPAConfig.call_attempts`), never scores it, charges no budget
+    for it, and counts it (`GEPAResult.failed_calls`); any other exception ends the run."""
+
+
 @dataclass
 class EvaluationBatch:
     """One candidate run on a list of examples, aligned with that list."""

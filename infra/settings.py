@@ -222,8 +222,9 @@ class RegistrySettings(Section):
 
 class NetworkSettings(Section):
     """Faults of the services a night talks to: Langfuse, MLflow and the stages that only
-    talk to them (reading production, collecting traces, registering, sending feedback).
-    Model servers have their own `timeout_s` and `max_retries` under [lm], [reflection]."""
+    talk to them (reading production, collecting traces, registering, sending feedback),
+    and what model calls that still fail do to a night. Model servers have their own
+    `timeout_s` and `max_retries` under [lm], [reflection]."""
 
     # Prefect retries of a network-only stage, after waits of retry_delay_s, then 2x, 4x...
     stage_retries: NonNegativeInt = 2
@@ -231,6 +232,12 @@ class NetworkSettings(Section):
     langfuse_timeout_s: PositiveInt = 30  # per request (the SDK's own default is 5 s)
     mlflow_timeout_s: PositiveInt = 60  # per HTTP request to an MLflow server
     mlflow_max_retries: NonNegativeInt = 5  # MLflow's own retries, with its backoff
+    # Model calls that still fail after [lm].max_retries are left out of every score and
+    # counted per stage; a stage where more than this share of its calls failed ends the
+    # night (the server is down, not blipping). GEPA tries such an example call_attempts
+    # times before it rejects the proposal that needs it, and charges no budget for it.
+    max_failed_share: float = Field(0.2, ge=0.0, le=1.0)
+    call_attempts: PositiveInt = 3
 
 
 class StateSettings(Section):

@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from gepa_opt import Adapter, EvaluationBatch
+from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.agents import Agent
 from infra.lm import LM
 from infra.types import Example, Rollout
+from judges.calls import NO_REASON, answered, each, for_gepa
 from judges.types import JudgedItem, render_inputs
 
 
 class RolloutJudge(Protocol):
     """What scores a rollout: `PointwiseJudge` or `ScaledMetric`."""
 
-    async def p_pass_many(self, items: list[JudgedItem]) -> list[float]: ...
+    async def p_pass_many(self, items: list[JudgedItem]) -> list[float | None]: ...
 
     async def rationale(self, item: JudgedItem) -> str: ...
 
@@ -33,12 +34,13 @@ def judged_item(rollout: Rollout) -> JudgedItem:
 
 
 async def judge_rollouts(judge: RolloutJudge, rollouts: list[Rollout]) -> list[Rollout]:
-    """Fill each rollout's score with the judge's: its probability of a pass, or its
-    verdict placed in [0, 1]."""
+    """The rollouts the judge scored, each with its score: its probability of a pass, or
+    its verdict placed in [0, 1]; one whose judging call failed for good is left out."""
     probs = await judge.p_pass_many([judged_item(r) for r in rollouts])
-    for rollout, p in zip(rollouts, probs, strict=True):
+    scored, probs = answered(rollouts, probs)
+    for rollout, p in zip(scored, probs, strict=True):
         rollout.score = p
-    return rollouts
+    return scored
 
 
 class AgentJudgeAdapter(Adapter):
@@ -52,9 +54,10 @@ class AgentJudgeAdapter(Adapter):
         self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
         rollouts = await asyncio.gather(
-            *(self.agent.run(ex, candidate, self.lm, **self.run_params) for ex in batch)
+            *(for_gepa(self.agent.run(ex, candidate, self.lm, **self.run_params)) for ex in batch)
         )
-        await judge_rollouts(self.judge, list(rollouts))
+        if len(await judge_rollouts(self.judge, list(rollouts))) < len(rollouts):
+            raise CallFailed(f"the judge's call failed on {[ex.id for ex in batch]}")
         return EvaluationBatch(
             outputs=[r.output for r in rollouts],
             scores=[float(r.score) for r in rollouts],
@@ -68,14 +71,14 @@ class AgentJudgeAdapter(Adapter):
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         rollouts: list[Rollout] = eval_batch.trajectories or []
-        rationales = await asyncio.gather(*(self.judge.rationale(judged_item(r)) for r in rollouts))
+        rationales = await each([judged_item(r) for r in rollouts], self.judge.rationale)
         records = [
             {
                 "Inputs": render_inputs(r.example.inputs),
                 "Generated Outputs": r.output,
                 "Feedback": (
                     f"The judge {'passed' if self.judge.passes(r.score) else 'failed'} "
-                    f"this reply (p={r.score:.2f}). {why}"
+                    f"this reply (p={r.score:.2f}). {why or NO_REASON}"
                 ),
             }
             for r, why in zip(rollouts, rationales, strict=True)

@@ -4,7 +4,6 @@ learning: pass/fail by P(pass) nearest its threshold, other scales by its own ma
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from datetime import UTC, datetime
 from infra.lm import LM
 from infra.traces import JudgeScore, LabelRequest
 from judges.active_learning import least_certain, least_sure
+from judges.calls import answered, each
 from judges.judge import Judge
 from judges.parsing import Unparseable
 from judges.scaled_fit import show
@@ -31,6 +31,7 @@ class NightVerdicts:
     # and how sure it was (`ScaledMetric.margin`).
     values: dict[str, bool | str | float] = field(default_factory=dict)
     margins: dict[str, float] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)  # traces whose judging call failed: no score
 
     @property
     def unlabelled(self) -> int:
@@ -49,19 +50,23 @@ async def judge_traces(
     metric = judge.metric(lm, rationale_max_tokens)
     scores, values, margins = {}, {}, {}
     if isinstance(metric, ScaledMetric):
-        for item, (verdict, score) in zip(items, await metric.judged(items), strict=True):
+        judged, verdicts = answered(items, await metric.judged(items))
+        for item, (verdict, score) in zip(judged, verdicts, strict=True):
             scores[item.id] = score
             margins[item.id] = metric.margin(verdict, score)
             if not isinstance(verdict, Unparseable):
                 values[item.id] = verdict.value
     else:
-        probs = await metric.p_pass_many(items)
-        scores = {item.id: p for item, p in zip(items, probs, strict=True)}
+        judged, probs = answered(items, await metric.p_pass_many(items))
+        scores = {item.id: p for item, p in zip(judged, probs, strict=True)}
     rationales = {}
     if with_rationales:
-        texts = await asyncio.gather(*(metric.rationale(item) for item in items))
-        rationales = {item.id: text for item, text in zip(items, texts, strict=True)}
-    return NightVerdicts(scores, set(labelled), datetime.now(UTC), rationales, values, margins)
+        explained, texts = answered(judged, await each(judged, metric.rationale))
+        rationales = {item.id: text for item, text in zip(explained, texts, strict=True)}
+    failed = [item.id for item in items if item.id not in scores]
+    return NightVerdicts(
+        scores, set(labelled), datetime.now(UTC), rationales, values, margins, failed
+    )
 
 
 def label_requests(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
 from judges.calibration import balancing_weights, calibrate_threshold
+from judges.calls import answered, for_gepa
 from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.reflective import Record, reflective_dataset, their_comment
@@ -35,7 +36,7 @@ class JudgeAlignmentAdapter(Adapter):
         self, batch: list[JudgedItem], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
         judge = PointwiseJudge(self.lm, candidate)
-        probs = await asyncio.gather(*(judge.p_pass(item) for item in batch))
+        probs = await asyncio.gather(*(for_gepa(judge.p_pass(item)) for item in batch))
         scores = [
             self.weights[item.human_pass] * (p if item.human_pass else 1 - p)
             for item, p in zip(batch, probs, strict=True)
@@ -79,18 +80,22 @@ def _labels(items: list[JudgedItem]) -> list[bool]:
 async def fit_and_validate(
     lm: LM, prompts: dict[str, str], train: list[JudgedItem], val: list[JudgedItem]
 ) -> tuple[float, float]:
-    """(threshold calibrated on train, kappa on val at that threshold)."""
+    """(threshold calibrated on train, kappa on val at that threshold), over the items
+    whose judging call succeeded."""
     probs = await PointwiseJudge(lm, prompts).p_pass_many(train + val)
-    threshold = calibrate_threshold(probs[: len(train)], _labels(train))
-    verdicts = [p >= threshold for p in probs[len(train) :]]
-    return threshold, cohen_kappa(verdicts, _labels(val))
+    train, train_probs = answered(train, probs[: len(train)])
+    val, val_probs = answered(val, probs[len(train) :])
+    threshold = calibrate_threshold(train_probs, _labels(train))
+    return threshold, cohen_kappa([p >= threshold for p in val_probs], _labels(val))
 
 
 async def heldout_agreement(
     lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
 ) -> dict[str, float]:
-    probs = await PointwiseJudge(lm, prompts).p_pass_many(items)
-    return agreement_report([p >= threshold for p in probs], _labels(items), seed)
+    """Agreement over the items whose judging call succeeded; "failed" counts the rest."""
+    judged, probs = answered(items, await PointwiseJudge(lm, prompts).p_pass_many(items))
+    report = agreement_report([p >= threshold for p in probs], _labels(judged), seed)
+    return report | {"failed": float(len(items) - len(judged))}
 
 
 @dataclass(frozen=True)

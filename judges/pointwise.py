@@ -8,11 +8,11 @@ needs words: the reflective feedback for the optimizer.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass
 
-from infra.lm import LM
+from infra.lm import LM, ModelCallFailed
+from judges.calls import each
 from judges.types import JudgedItem
 
 SEED_JUDGE_PROMPTS = {
@@ -55,6 +55,7 @@ class PointwiseJudge:
         self.threshold = threshold
         self.rationale_max_tokens = rationale_max_tokens
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
+        self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
     def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
         return judge_messages(self.prompts["rubric"], item, question)
@@ -64,10 +65,15 @@ class PointwiseJudge:
             self.messages(item, "Does the reply pass? Answer Yes or No."), list(CHOICES)
         )
         yes, no = (math.exp(lp) for lp in logps)
-        return yes / (yes + no) if yes + no > 0 else 0.5
+        if yes + no <= 0:  # neither answer has any weight: no verdict to read
+            raise ModelCallFailed("malformed", "P(Yes) and P(No) are both 0")
+        return yes / (yes + no)
 
-    async def p_pass_many(self, items: list[JudgedItem]) -> list[float]:
-        return list(await asyncio.gather(*(self.p_pass(item) for item in items)))
+    async def p_pass_many(self, items: list[JudgedItem]) -> list[float | None]:
+        """P(pass) per item; None where the call failed for good (counted in `failed`)."""
+        probs = await each(items, self.p_pass)
+        self.failed += probs.count(None)
+        return probs
 
     def passes(self, p_pass: float) -> bool:
         return p_pass >= self.threshold

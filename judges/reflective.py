@@ -3,11 +3,11 @@ judge's one-sentence reason for each item, and the human's comment when there is
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from gepa_opt import EvaluationBatch
+from judges.calls import NO_REASON, each
 
 Record = dict[str, str]  # GEPA's reflective record: Inputs, Generated Outputs, Feedback
 
@@ -17,8 +17,10 @@ class Explains(Protocol):
 
 
 async def judge_reasons(judge: Explains, trajectories: list[tuple[Any, Any]]) -> list[str]:
-    """The judge's reason for each (item, verdict) of a reflective minibatch, in order."""
-    return list(await asyncio.gather(*(judge.rationale(item) for item, _ in trajectories)))
+    """The judge's reason for each (item, verdict) of a reflective minibatch, in order
+    (`NO_REASON` where its call failed for good)."""
+    reasons = await each([item for item, _ in trajectories], judge.rationale)
+    return [NO_REASON if reason is None else reason for reason in reasons]
 
 
 def their_comment(comment: str) -> str:

@@ -10,12 +10,12 @@ parsed from text, and an unparseable answer is returned as such, never defaulted
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass
 
 from infra.lm import LM
 from infra.scales import ScoreScale
+from judges.calls import each
 from judges.parsing import ParsedVerdict, Unparseable, parse_verdict
 from judges.pointwise import judge_messages
 from judges.types import JudgedItem
@@ -85,8 +85,9 @@ class ScaledJudge:
         margin = ranked[0] - (ranked[1] if len(ranked) > 1 else 0.0)
         return ScaledVerdict(self._value(probs), probs, margin)
 
-    async def verdicts(self, items: list[JudgedItem]) -> list[ScaledVerdict | Unparseable]:
-        return list(await asyncio.gather(*(self.verdict(item) for item in items)))
+    async def verdicts(self, items: list[JudgedItem]) -> list[ScaledVerdict | Unparseable | None]:
+        """Per item its verdict; None where the call failed for good (`judges.calls`)."""
+        return await each(items, self.verdict)
 
     async def rationale(self, item: JudgedItem, max_tokens: int = 48) -> str:
         """A one-sentence reason, for reflective feedback and scores' comments."""

@@ -16,7 +16,7 @@ import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from gepa_opt import Adapter, EvaluationBatch
+from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.calibration import balancing_weights
@@ -82,6 +82,8 @@ class ScaledAlignmentAdapter(Adapter):
     ) -> EvaluationBatch:
         check_labels(batch, self.scale)
         verdicts = await ScaledJudge(self.lm, candidate, self.scale).verdicts(batch)
+        if None in verdicts:
+            raise CallFailed(f"the judge's call failed on {[i.id for i in batch]}")
         self.unparseable += sum(isinstance(v, Unparseable) for v in verdicts)
         scores = [self.score(item, v) for item, v in zip(batch, verdicts, strict=True)]
         trajectories = list(zip(batch, verdicts, strict=True)) if capture_traces else None
@@ -125,18 +127,21 @@ async def scaled_agreement(
     lm: LM, prompts: dict[str, str], scale: ScoreScale, items: list[JudgedItem], seed: int
 ) -> dict[str, float]:
     """`agreement_report` over the verdicts that could be read, plus how many could not
-    ("unparseable"): counting a missing verdict as any value would bias agreement."""
+    ("unparseable") and whose call failed ("failed"): counting a missing verdict as any
+    value would bias agreement."""
     verdicts = await ScaledJudge(lm, prompts, scale).verdicts(items)
     pairs = [
         (agreement_value(v, scale), item.human_value)
         for item, v in zip(items, verdicts, strict=True)
-        if not isinstance(v, Unparseable)
+        if v is not None and not isinstance(v, Unparseable)
     ]
+    failed = verdicts.count(None)
     report = {"n": 0.0}
     if pairs:
         pred, gold = zip(*pairs, strict=True)
         report = agreement_report(pred, gold, seed, scale=scale)
-    return report | {"unparseable": float(len(items) - len(pairs))}
+    unparseable = len(items) - len(pairs) - failed
+    return report | {"unparseable": float(unparseable), "failed": float(failed)}
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ class ScaledMetric:
         self.threshold = judge.threshold if judge.scale.kind == "boolean" else PASS_CUT
         self.rationale_max_tokens = rationale_max_tokens
         self.unparseable = 0  # verdicts scored 0.0 because their text could not be read
+        self.failed = 0  # calls that failed for good: no verdict, no score
 
     def score(self, verdict: ScaledVerdict | Unparseable) -> float:
         if isinstance(verdict, Unparseable):
@@ -94,14 +95,16 @@ class ScaledMetric:
 
     async def judged(
         self, items: list[JudgedItem]
-    ) -> list[tuple[ScaledVerdict | Unparseable, float]]:
+    ) -> list[tuple[ScaledVerdict | Unparseable, float] | None]:
+        """Per item (verdict, score); None where the call failed for good."""
         verdicts = await self.judge.verdicts(items)
         self.unparseable += sum(isinstance(v, Unparseable) for v in verdicts)
-        return [(v, self.score(v)) for v in verdicts]
+        self.failed += verdicts.count(None)
+        return [None if v is None else (v, self.score(v)) for v in verdicts]
 
-    async def p_pass_many(self, items: list[JudgedItem]) -> list[float]:
+    async def p_pass_many(self, items: list[JudgedItem]) -> list[float | None]:
         """The normalized scores, under the name `PointwiseJudge` gives its own."""
-        return [score for _, score in await self.judged(items)]
+        return [None if j is None else j[1] for j in await self.judged(items)]
 
     def passes(self, score: float) -> bool:
         return score >= self.threshold

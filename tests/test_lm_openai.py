@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
+from infra.lm.faults import ModelCallFailed, current_stage
 from infra.lm.local import LocalLM
 from infra.lm.openai_lm import MISSING_LOGPROB, OpenAILM
 from infra.lm.protocol import AdapterLM
@@ -23,6 +24,7 @@ from infra.settings import LMSettings
 from tests.fakes import random_lora_adapter
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
+JSON = {"content-type": "application/json"}
 
 
 def reply(text: str = "Paris", top: dict[str, float] | None = None) -> dict:
@@ -51,8 +53,8 @@ def reply(text: str = "Paris", top: dict[str, float] | None = None) -> dict:
 
 def scripted(handler, **settings) -> OpenAILM:
     transport = httpx.MockTransport(handler)
-    config = LMSettings(backend="openai", max_retries=3, **settings)
-    return OpenAILM(config, http_client=httpx.AsyncClient(transport=transport))
+    config = LMSettings(backend="openai", **({"max_retries": 3} | settings))
+    return OpenAILM(config, transport=transport)
 
 
 async def test_retries_server_errors_with_backoff():
@@ -82,14 +84,72 @@ async def test_retries_connection_errors():
     assert (await scripted(handler).complete(ASK)).text == "Paris"
 
 
-async def test_gives_up_after_max_retries():
+async def test_gives_up_after_max_retries_with_a_failed_call_counted_per_stage():
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(500, json={"error": {"message": "down"}})
 
-    lm = scripted(handler)
-    lm.client = lm.client.with_options(max_retries=0)
-    with pytest.raises(openai.InternalServerError):
+    lm = scripted(handler, max_retries=1)
+    token = current_stage.set("judge")
+    try:
+        with pytest.raises(ModelCallFailed, match="server_error"):
+            await lm.complete(ASK)
+    finally:
+        current_stage.reset(token)
+    faults = lm.faults.stage("judge")
+    assert faults.calls == 1 and faults.failed == 1
+    assert faults.attempts_failed == {"server_error": 2}  # the first try and one retry
+    assert lm.faults.stage("other").calls == 0
+
+
+async def test_a_wrong_key_or_model_is_not_a_failed_call_but_stops():
+    lm = scripted(lambda r: httpx.Response(401, json={"error": {"message": "bad key"}}))
+    with pytest.raises(openai.AuthenticationError):
         await lm.complete(ASK)
+
+
+@pytest.mark.parametrize(
+    "body, kind",
+    [
+        (b'{"id": "x", "object": "chat.completion", "choices": [{"ind', "malformed"),
+        (json.dumps({**reply(), "choices": []}).encode(), "malformed"),
+    ],
+)
+async def test_an_unreadable_reply_is_asked_again_then_a_failed_call(body, kind):
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    lm = scripted(handler, max_retries=1)
+    with pytest.raises(ModelCallFailed, match=kind):
+        await lm.complete(ASK)
+    faults = lm.faults.stage("other")
+    assert faults.calls_failed == {kind: 1} and faults.attempts_failed == {kind: 2}
+
+
+async def test_a_reply_cut_short_once_is_asked_again():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            return httpx.Response(200, content=b'{"id": "x", "cho', headers=JSON)
+        return httpx.Response(200, json=reply())
+
+    lm = scripted(handler)
+    assert (await lm.complete(ASK)).text == "Paris"
+    assert lm.faults.stage("other").attempts_failed == {"malformed": 1}
+    assert lm.faults.stage("other").failed == 0
+
+
+async def test_a_request_the_server_turns_down_is_a_failed_call_not_retried():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(400, json={"error": {"message": "context length exceeded"}})
+
+    with pytest.raises(ModelCallFailed, match="refused"):
+        await scripted(handler).complete(ASK)
+    assert len(calls) == 1
 
 
 async def test_concurrency_limit_adapter_as_model_and_secret():
@@ -117,6 +177,26 @@ async def test_choice_logprobs_reads_the_first_token():
 
     scores = await scripted(handler).choice_logprobs(ASK, ["Yes", "No", "Maybe"])
     assert scores == [-0.2, -1.8, MISSING_LOGPROB]
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        (reply("Yes"), "no top log-probabilities"),  # a 200 without logprobs
+        (reply("Maybe", {"Maybe": -0.1, "Perhaps": -2.0}), "none of"),
+    ],
+)
+async def test_choice_logprobs_without_any_choice_is_a_failed_call_not_a_tie(answer, why):
+    lm = scripted(lambda request: httpx.Response(200, json=answer))
+    with pytest.raises(ModelCallFailed, match=why):
+        await lm.choice_logprobs(ASK, ["Yes", "No"])
+    assert lm.faults.stage("other").calls_failed == {"malformed": 1}
+
+
+async def test_complete_asked_for_logprobs_without_them_is_a_failed_call():
+    lm = scripted(lambda request: httpx.Response(200, json=reply("Paris")))
+    with pytest.raises(ModelCallFailed, match="log-probabilities"):
+        await lm.complete(ASK, logprobs=True)
 
 
 def test_is_an_adapter_lm():

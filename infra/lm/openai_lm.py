@@ -3,41 +3,59 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
+import pydantic
 from openai import AsyncOpenAI
 
+from infra.lm.faults import CountingTransport, FaultKind, FaultTally, ModelCallFailed
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.settings import LMSettings
 
-# What a choice scores when its first token is not among the top 20 the server returns:
-# below any listed token, so it ranks last, but finite so ratios stay defined.
+# What a choice scores when its first token is not among the top 20 the server returns
+# while another choice's is: below any listed token, so it ranks last, but finite so
+# ratios stay defined. When no choice is listed the call fails (`ModelCallFailed`).
 MISSING_LOGPROB = -100.0
+
+
+class UnreadableReply(Exception):
+    """A 200 whose body is not a chat completion: cut short, or without choices."""
+
+
+# What the SDK raises for a 200 whose body is not a chat completion.
+UNREADABLE = (json.JSONDecodeError, pydantic.ValidationError, openai.APIResponseValidationError)
 
 
 class OpenAILM:
     """`AdapterLM` over the `openai` SDK.
 
-    Retries (connection errors, timeouts, 408/409/429/5xx) with exponential backoff and
-    jitter are the SDK's own, `settings.max_retries` times. An adapter is a model name:
-    vLLM serves each LoRA adapter under its own name (`--lora-modules name=path`, or
-    loaded at run time with `load_adapter`).
+    Retries (connection errors, timeouts, 408/409/429/5xx, `Retry-After`) with
+    exponential backoff and jitter are the SDK's own, `settings.max_retries` times; a
+    timed-out attempt's connection is closed, which is how vLLM learns to abort it. A
+    call that still fails, or whose reply cannot be read, raises `ModelCallFailed`, and
+    `faults` counts both. An adapter is a model name: vLLM serves each LoRA adapter
+    under its own name (`--lora-modules name=path`, or loaded at run time with
+    `load_adapter`).
     """
 
-    def __init__(self, settings: LMSettings, http_client: httpx.AsyncClient | None = None):
+    def __init__(self, settings: LMSettings, transport: httpx.AsyncBaseTransport | None = None):
         self.model = settings.model
         self._settings = settings
+        self.faults = FaultTally()
         key = settings.api_key.get_secret_value() if settings.api_key else "EMPTY"
+        counted = CountingTransport(transport or httpx.AsyncHTTPTransport(), self.faults)
         self.client = AsyncOpenAI(
             base_url=settings.base_url,
             api_key=key,  # only the SDK holds it; nothing here prints or logs it
             timeout=settings.timeout_s,
             max_retries=settings.max_retries,
-            http_client=http_client,
+            http_client=httpx.AsyncClient(transport=counted, timeout=settings.timeout_s),
         )
         self._slots = asyncio.Semaphore(settings.max_concurrency)
 
@@ -75,8 +93,46 @@ class OpenAILM:
         return f"OpenAILM(base_url={str(self.client.base_url)!r}, model={self.model!r})"
 
     async def _create(self, **kwargs: Any):
+        """One chat completion with at least one choice, or `ModelCallFailed`. A reply
+        that is not one (a body cut short) is asked again like a 5xx, which the SDK
+        does not do: up to `max_retries` times, after 0.5 s, 1 s, 2 s..."""
+        self.faults.call()
         async with self._slots:
-            return await self.client.chat.completions.create(**kwargs)
+            for attempt in range(self._settings.max_retries + 1):
+                try:
+                    response = await self._create_once(**kwargs)
+                except UnreadableReply as error:
+                    self.faults.attempt_failed("malformed")
+                    if attempt == self._settings.max_retries:
+                        raise self._failed("malformed", str(error)) from error
+                    await asyncio.sleep(0.5 * 2**attempt)
+                else:
+                    return response
+        raise AssertionError("unreachable")
+
+    async def _create_once(self, **kwargs: Any):
+        try:
+            response = await self.client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as error:
+            kind = _fault_of(error)
+            if kind is None:  # 401, 403, 404: the settings are wrong, not the call
+                raise
+            if kind == "refused":  # not a fault the transport sees
+                self.faults.attempt_failed(kind)
+            raise self._failed(kind, f"HTTP {error.status_code}") from error
+        except openai.APITimeoutError as error:
+            raise self._failed("timeout", "no reply in time") from error
+        except openai.APIConnectionError as error:
+            raise self._failed("connection", type(error.__cause__ or error).__name__) from error
+        except UNREADABLE as error:
+            raise UnreadableReply("the reply is not a chat completion") from error
+        if not response.choices:
+            raise UnreadableReply("the reply has no choices")
+        return response
+
+    def _failed(self, kind: FaultKind, detail: str) -> ModelCallFailed:
+        self.faults.call_failed(kind)
+        return ModelCallFailed(kind, f"{detail} from {self.client.base_url}")
 
     async def complete(
         self,
@@ -109,12 +165,13 @@ class OpenAILM:
         choice = response.choices[0]
         usage = response.usage
         content = choice.logprobs.content if choice.logprobs else None
+        if extra.get("logprobs") and not content:
+            self.faults.attempt_failed("malformed")
+            raise self._failed("malformed", "the reply has no log-probabilities")
         return Completion(
             text=choice.message.content or "",
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-            token_logprobs=[t.logprob for t in content]
-            if extra.get("logprobs") and content
-            else None,
+            token_logprobs=[t.logprob for t in content] if content else None,
             finish_reason=choice.finish_reason or "stop",
         )
 
@@ -129,7 +186,9 @@ class OpenAILM:
         Chat servers do not score given text, so we read the top 20 alternatives for the
         first reply token and give each choice the listed token that is the longest
         prefix of it (leading spaces ignored). Choices sharing a first token tie; a
-        choice with no listed prefix gets MISSING_LOGPROB. LocalLM scores exactly.
+        choice with no listed prefix gets MISSING_LOGPROB. A reply without log-
+        probabilities, or with none of the choices listed, is no answer: it raises
+        `ModelCallFailed` instead of scoring every choice alike. LocalLM scores exactly.
         """
         response = await self._create(
             model=adapter or self.model,
@@ -139,15 +198,34 @@ class OpenAILM:
             logprobs=True,
             top_logprobs=20,
         )
-        content = response.choices[0].logprobs.content if response.choices[0].logprobs else []
-        listed = [
-            (t.token.strip(), t.logprob) for t in (content[0].top_logprobs if content else [])
-        ]
+        logprobs = response.choices[0].logprobs
+        content = logprobs.content if logprobs else None
+        if not content or not content[0].top_logprobs:
+            self.faults.attempt_failed("malformed")
+            raise self._failed("malformed", "the reply has no top log-probabilities")
+        listed = [(t.token.strip(), t.logprob) for t in content[0].top_logprobs]
         scores = []
         for choice in choices:
             prefixes = [(len(t), lp) for t, lp in listed if t and choice.strip().startswith(t)]
-            scores.append(max(prefixes)[1] if prefixes else MISSING_LOGPROB)
-        return scores
+            scores.append(max(prefixes)[1] if prefixes else None)
+        if all(score is None for score in scores):
+            self.faults.attempt_failed("malformed")
+            first = content[0].token
+            raise self._failed("malformed", f"the reply starts {first!r}, none of {choices}")
+        return [MISSING_LOGPROB if score is None else score for score in scores]
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _fault_of(error: openai.APIStatusError) -> FaultKind | None:
+    """A status the call itself caused (the SDK retried it where that may help); None
+    for one the settings cause (key, model name, URL), which must stop the night."""
+    status = error.status_code
+    if status == 429:
+        return "rate_limited"
+    if status >= 500 or status in (408, 409):
+        return "server_error"
+    if status in (400, 413, 422):  # this request: too long, or turned down
+        return "refused"
+    return None

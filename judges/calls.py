@@ -1,0 +1,53 @@
+"""A judge's model calls that fail for good (`ModelCallFailed`): left out, counted, and
+never turned into a verdict (a failed call is not a "fail", nor P(pass) = 0.5)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from gepa_opt import CallFailed
+from infra.lm import ModelCallFailed
+
+NO_REASON = "(The judge's reason is missing: its call failed.)"
+"""What feedback says in place of a rationale whose call failed for good."""
+
+X = TypeVar("X")
+T = TypeVar("T")
+
+
+async def each(items: Sequence[X], call: Callable[[X], Awaitable[T]]) -> list[T | None]:
+    """`call(item)` for every item at once; None where the model call failed for good."""
+
+    async def one(item: X) -> T | None:
+        try:
+            return await call(item)
+        except ModelCallFailed:
+            return None
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+def answered(items: Sequence[X], results: Sequence[T | None]) -> tuple[list[X], list[T]]:
+    """The items whose call succeeded, and their results, in order."""
+    pairs = [(item, r) for item, r in zip(items, results, strict=True) if r is not None]
+    return [item for item, _ in pairs], [r for _, r in pairs]
+
+
+async def for_gepa(work: Awaitable[T]) -> T:
+    """`work` as a GEPA adapter's call: a model call that failed for good is GEPA's
+    `CallFailed` (tried again, never scored, never charged)."""
+    try:
+        return await work
+    except ModelCallFailed as error:
+        raise CallFailed(str(error)) from error
+
+
+def gepa_reflection(reflect: Callable[[str], Awaitable[str]]) -> Callable[[str], Awaitable[str]]:
+    """A reflection model for GEPA whose failed calls are `CallFailed`."""
+
+    async def reflection(prompt: str) -> str:
+        return await for_gepa(reflect(prompt))
+
+    return reflection

@@ -1,0 +1,90 @@
+"""A whole night against a model server failing 20% of calls: it completes, counts what
+was injected, and scores what succeeded exactly as a night without faults does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.nightly import nightly
+from flows.runtime import Runtime
+from infra.settings import Settings
+from tests.fake_openai import KINDS, FakeOpenAI, serving
+from tests.test_e2e_nightly import small_export
+
+pytestmark = pytest.mark.slow
+
+MARKER = "zz-refused-request"  # in one held-out request: the server always turns it down
+
+
+def night_settings(tmp_path: Path, name: str, export: Path, base_url: str) -> Settings:
+    # one GEPA proposal at a time, so both nights' searches replay call for call
+    gepa = {"reflection_minibatch_size": 3, "max_concurrency": 1, "proposal_shape": "1x1"}
+    return Settings(
+        state_dir=tmp_path / name,
+        lm={"backend": "openai", "base_url": base_url, "timeout_s": 0.5, "max_retries": 3},
+        traces={"jsonl_dir": str(export)},
+        judge={"max_metric_calls": 20, **gepa},
+        agent_opt={"max_metric_calls": 12, "pareto_size": 4, **gepa},
+        lora={"enabled": False},
+    )
+
+
+def run_night(settings: Settings, run_id: str):
+    return asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=Runtime(settings)))
+
+
+def written_scores(settings: Settings) -> dict[str, tuple[float, float]]:
+    lines = (settings.state_dir / "outbox" / "scores.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    return {r["traceId"]: (r["value"], r["metadata"]["p_pass"]) for r in rows}
+
+
+def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tmp_path):
+    export = small_export(tmp_path / "export", traces=36, heldout=12)
+    heldout = (export / "heldout.jsonl").read_text().splitlines()
+    marked = json.loads(heldout[3])
+    marked["inputs"]["request"] += f" {MARKER}"
+    heldout[3] = json.dumps(marked)
+    (export / "heldout.jsonl").write_text("\n".join(heldout) + "\n")
+
+    clean_fake = FakeOpenAI()
+    # 20% of a request's first three tries fail; the SDK makes up to four (max_retries 3)
+    flaky_fake = FakeOpenAI(fault_share=0.2, faults_per_request=3, refuse_marker=MARKER)
+    with prefect_test_harness(), serving(clean_fake) as clean_url, serving(flaky_fake) as url:
+        clean_settings = night_settings(tmp_path, "clean", export, clean_url)
+        flaky_settings = night_settings(tmp_path, "flaky", export, url)
+        clean = run_night(clean_settings, "clean")
+        flaky = run_night(flaky_settings, "flaky")
+
+    # faults were injected in earnest, and the night counted each one where it happened
+    injected = flaky_fake.injected
+    assert sum(injected[k] for k in KINDS) >= 0.1 * flaky_fake.requests
+    assert all(injected[k] > 0 for k in KINDS), injected
+    counted: Counter[str] = Counter()
+    for stage in flaky.faults.values():
+        counted.update(stage.attempts_failed)
+    assert counted == injected
+    # a hang was cancelled by closing its connection, never left running beside its retry
+    assert flaky_fake.hangs_abandoned == injected["timeout"] and flaky_fake.hangs_served == 0
+    # only the request the server always refuses failed for good, once per evaluation
+    failed = {s: f.calls_failed for s, f in flaky.faults.items() if f.failed}
+    assert failed == {"eval_seed": {"refused": 1}, "eval_prompts": {"refused": 1}}
+    assert clean_fake.injected == {} and not any(f.failed for f in clean.faults.values())
+
+    # what succeeded scored as without faults: the same judge, the same search, the same
+    # per-example scores, the same scores written back
+    assert flaky.alignment.judge.prompts == clean.alignment.judge.prompts
+    assert flaky.alignment.judge.threshold == clean.alignment.judge.threshold
+    assert flaky.prompt.prompts == clean.prompt.prompts
+    assert flaky.prompt.metric_calls == clean.prompt.metric_calls
+    for stage in ("seed", "prompts"):
+        scores, expected = flaky.evals[stage].scores, clean.evals[stage].scores
+        assert flaky.evals[stage].failed == 1 and clean.evals[stage].failed == 0
+        assert scores == {k: v for k, v in expected.items() if k != marked["id"]}
+    assert written_scores(flaky_settings) == written_scores(clean_settings)
