@@ -148,7 +148,9 @@ async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignme
     return await _optimizing(
         "judge alignment",
         rt.settings.judge.max_metric_calls,
-        lambda on_event: stages.align_judge_stage(rt, collected.items, collected.scale, on_event),
+        lambda on_event: stages.align_judge_stage(
+            rt, collected.items, collected.scale, on_event, rt.run_dir(run_id) / "gepa-judge"
+        ),
     )
 
 
@@ -180,7 +182,13 @@ async def optimize_prompts(
         "agent prompts (GEPA)",
         rt.settings.agent_opt.max_metric_calls,
         lambda on_event: stages.optimize_prompts_stage(
-            rt, collected.examples, production.prompts, judge, on_event, adapter
+            rt,
+            collected.examples,
+            production.prompts,
+            judge,
+            on_event,
+            adapter,
+            rt.run_dir(run_id) / "gepa-prompts",
         ),
     )
 

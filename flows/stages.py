@@ -74,6 +74,10 @@ def gepa_config(
     )
 
 
+def _folder(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
 def judge_items_split(
     rt: Runtime, items: list[JudgedItem]
 ) -> tuple[list[JudgedItem], list[JudgedItem], list[JudgedItem]]:
@@ -81,8 +85,14 @@ def judge_items_split(
 
 
 async def align_judge_stage(
-    rt: Runtime, items: list[JudgedItem], scale: ScoreScale, on_event: OnEvent = None
+    rt: Runtime,
+    items: list[JudgedItem],
+    scale: ScoreScale,
+    on_event: OnEvent = None,
+    run_dir: Path | None = None,
 ) -> Alignment:
+    """Align the judge; with `run_dir`, its GEPA run resumes from there after a kill,
+    paying for nothing it saved."""
     cfg, seed = rt.settings.judge, rt.settings.seed
     train, val, heldout = judge_items_split(rt, items)
     return await align(
@@ -92,7 +102,9 @@ async def align_judge_stage(
         train,
         val,
         heldout,
-        gepa_config(cfg, seed, rt.settings.network, skip_perfect_score=False),
+        gepa_config(
+            cfg, seed, rt.settings.network, skip_perfect_score=False, run_dir=_folder(run_dir)
+        ),
         gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
         on_event,
     )
@@ -118,8 +130,10 @@ async def optimize_prompts_stage(
     judge: Judge,
     on_event: OnEvent = None,
     adapter: str | None = None,
+    run_dir: Path | None = None,
 ) -> PromptStage:
-    """GEPA on the agent's prompts, run on the model as in production (`adapter`)."""
+    """GEPA on the agent's prompts, run on the model as in production (`adapter`); with
+    `run_dir`, a killed run resumes from there, paying for nothing it saved."""
     cfg, seed = rt.settings.agent_opt, rt.settings.seed
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
@@ -132,7 +146,7 @@ async def optimize_prompts_stage(
         valset,
         gepa_adapter,
         gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
-        gepa_config(cfg, seed, rt.settings.network),
+        gepa_config(cfg, seed, rt.settings.network, run_dir=_folder(run_dir)),
         example_id=lambda ex: ex.id,
         on_event=on_event,
     )

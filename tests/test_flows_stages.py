@@ -153,3 +153,48 @@ def test_gepa_knobs_of_the_night_reach_the_optimizer():
     assert stages.gepa_config(unbounded.judge, seed=0).max_reflection_calls is None
     with pytest.raises(ValueError, match="use_merg"):
         Settings.model_validate({"agent_opt": {"use_merg": True}})  # misspelt: not ignored
+
+
+class Interrupted(Exception):
+    pass
+
+
+async def test_a_prompt_stage_killed_midway_resumes_from_its_gepa_state(rt, tmp_path):
+    """The night passes each GEPA stage a run folder: run again after a failure, the stage
+    goes on from what it saved instead of paying again from zero."""
+    cfg = rt.settings.agent_opt
+    cfg.max_metric_calls, cfg.pareto_size, cfg.max_concurrency = 40, 4, 1
+    cfg.proposal_shape, cfg.reflection_minibatch_size = "1x1", 2
+
+    def reply(messages) -> str:
+        text = messages[-1]["content"]
+        if "```" in text:  # a reflection: one more rule than the instructions have
+            return f"```\nRoute it. {'Rule. ' * (text.count('Rule') + 1)}\n```"
+        return "PlayMusic" + "!" * messages[0]["content"].count("Rule")
+
+    rt.lm.reply = reply  # the judge likes each rule a little more
+    rt.lm.p_first = lambda m: min(0.3 + 0.1 * m[-1]["content"].count("!"), 0.9)
+    judge = Judge({"rubric": "r"}, threshold=0.5)
+    examples = [Example(id=f"e{i}", inputs={"request": f"play song {i}"}) for i in range(10)]
+    seed = rt.agent.seed_prompts()
+
+    def agent_calls() -> int:
+        return sum(m[0]["role"] == "system" and m[0]["content"] != "r" for m in rt.lm.calls)
+
+    def stop_midway(event) -> None:
+        if getattr(event, "metric_calls_used", 0) >= 20:
+            raise Interrupted
+
+    folder = tmp_path / "gepa-prompts"
+    interrupted = False
+    try:
+        await stages.optimize_prompts_stage(rt, examples, seed, judge, stop_midway, None, folder)
+    except* Interrupted:
+        interrupted = True
+    assert interrupted and (folder / "state.json").exists()
+    paid_before = agent_calls()
+    resumed = await stages.optimize_prompts_stage(rt, examples, seed, judge, None, None, folder)
+
+    # it went on from what it had saved, and the two runs together kept to one budget
+    assert resumed.best_val > resumed.seed_val and resumed.metric_calls <= cfg.max_metric_calls
+    assert paid_before >= 20 and agent_calls() <= cfg.max_metric_calls
