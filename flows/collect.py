@@ -53,15 +53,22 @@ def collect(
     fetched_at: datetime | None = None,
     scale: ScoreScale | None = None,
     labels: list[tuple[Annotation, TraceRecord]] | None = None,
+    max_text_chars: int | None = None,
 ) -> Collected:
     """Examples from the night's traces, and the labels named `annotation_name` as judged
     items on their scale (`scale`: the source's, if it has one; else inferred). `labels`:
-    each label with its trace (the label store's, all to date); None: the batch's own."""
+    each label with its trace (the label store's, all to date); None: the batch's own.
+    A trace whose request or reply is longer than `max_text_chars` is quarantined: skipped,
+    and named, before any model sees it."""
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
+
+    def _example(trace: TraceRecord) -> Example | None:
+        return _readable(agent, trace, skipped, max_text_chars)
+
     for trace in batch.traces:
-        example = _example(agent, trace, skipped)
+        example = _example(trace)
         if example is not None:
             examples[trace.trace_id] = example
             outputs[trace.trace_id] = trace.output_text
@@ -76,7 +83,7 @@ def collect(
         if trace.trace_id in tonight:
             example = examples.get(trace.trace_id)
         else:  # an older trace, from the label store
-            example = _example(agent, trace, skipped)
+            example = _example(trace)
         if example is not None:
             named.append((ann, example, trace.output_text))
     scale = night_scale(annotation_name, scale, [ann for ann, _, _ in named])
@@ -127,13 +134,30 @@ def hold_out(collected: Collected, share: float) -> Collected:
     )
 
 
-def _example(agent: Agent, trace: TraceRecord, skipped: list[SkippedRecord]) -> Example | None:
+def _readable(
+    agent: Agent, trace: TraceRecord, skipped: list[SkippedRecord], max_chars: int | None
+) -> Example | None:
     try:
+        if max_chars is not None:
+            _check_size(trace, max_chars)
         return agent.example_from_trace(trace)
     except RecordError as err:
         skipped.append(SkippedRecord("traces", 0, err.field, f"trace {trace.trace_id}: {err}"))
         log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)
         return None
+
+
+def _check_size(trace: TraceRecord, max_chars: int) -> None:
+    """Whole fields, not only the last message: a history or a tool result can be the
+    long part."""
+    for field_name, value in (("input", trace.input), ("output", trace.output)):
+        size = len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+        if size > max_chars:
+            raise RecordError(
+                field_name,
+                f"{size:,} characters, over traces.max_text_chars ({max_chars:,}): "
+                "quarantined, no model sees it",
+            )
 
 
 def load_heldout(path: Path) -> list[Example]:

@@ -88,6 +88,9 @@ class TraceSettings(Section):
     # Langfuse prompt management: agent component -> the Langfuse prompt it lives in. A
     # night starts from each one's `production` version, and winners go back as versions.
     managed_prompts: dict[str, str] = Field(default_factory=dict)
+    # A trace whose request or reply is longer is quarantined (skipped and named) before
+    # any model sees it: one 5 MB body would not fit any context, and would fail its batch.
+    max_text_chars: PositiveInt = 20_000
     # JSONL: where label requests and judge scores are appended; empty = <state_dir>/outbox
     outbox_dir: str = ""
 

@@ -160,3 +160,23 @@ def test_a_scale_without_order_stops_the_night_with_the_fix():
     with pytest.raises(UnrankedScale, match="'stars' is numeric without a range.*maximum"):
         check_ranked(collect(night(), IntentRouter(), "stars", scale=unbounded).scale)
     check_ranked(collect(night(), IntentRouter(), "correct").scale)  # pass/fail ranks replies
+
+
+def test_a_trace_too_long_for_any_model_is_quarantined_by_name():
+    huge = "x" * 5_000_000  # a 5 MB body: it would fail its batch, every night
+    batch = TraceBatch(
+        traces=[
+            trace("fine", "rain?", "weather"),
+            trace("big-in", huge, "weather"),
+            trace("big-out", "rain?", huge),
+        ],
+        annotations=[score("fine", 1.0), score("big-in", 0.0), score("big-out", 1.0)],
+    )
+    collected = collect(batch, IntentRouter(), "correct", max_text_chars=20_000)
+    assert [e.id for e in collected.examples] == ["fine"]
+    assert [i.id for i in collected.items] == ["fine"]
+    reasons = {(s.field, s.reason.split(":")[0]) for s in collected.skipped}
+    assert reasons == {("input", "trace big-in"), ("output", "trace big-out")}
+    assert all("max_text_chars" in s.reason for s in collected.skipped)
+    # without a limit they are read, as before
+    assert len(collect(batch, IntentRouter(), "correct").examples) == 3

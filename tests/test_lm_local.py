@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from infra.lm.factory import make_lm
+from infra.lm.faults import ModelCallFailed
 from infra.lm.local import LocalLM, pick_dtype
 from infra.lm.openai_lm import OpenAILM
 from infra.lm.protocol import LM, AdapterLM
@@ -78,6 +79,24 @@ async def test_choice_logprobs_are_exact(lm):
         ref = sum(float(logp[len(prompt) - 1 + j, t]) for j, t in enumerate(answer))
         assert score == pytest.approx(ref, abs=1e-3)
     assert scores[0] > scores[2]
+
+
+@pytest.mark.slow
+async def test_a_prompt_longer_than_the_context_fails_alone_and_is_counted(lm):
+    """A 5 MB body must not allocate gigabytes nor take its batch down: it is refused
+    like a server's 400, and the requests beside it answer as they would alone."""
+    huge = [{"role": "user", "content": "word " * (lm.batcher.max_positions + 10)}]
+    alone = await lm.choice_logprobs(ASK, ["Yes", "No"])
+    refused, beside, text = await asyncio.gather(
+        lm.choice_logprobs(huge, ["Yes", "No"]),
+        lm.choice_logprobs(ASK, ["Yes", "No"]),
+        lm.complete(huge, max_tokens=4),
+        return_exceptions=True,
+    )
+    assert isinstance(refused, ModelCallFailed) and refused.kind == "refused"
+    assert isinstance(text, ModelCallFailed) and "context" in str(text)
+    assert beside == alone
+    assert lm.faults.stage("other").calls_failed["refused"] >= 2
 
 
 @pytest.mark.slow

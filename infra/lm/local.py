@@ -16,6 +16,7 @@ from infra.lm.adapters import lora_deltas
 from infra.lm.batcher import Batcher, Generation, Request
 from infra.lm.choice_scorer import ChoiceScorer
 from infra.lm.cpu import cpu_has_fast_bf16
+from infra.lm.faults import FaultTally, ModelCallFailed
 from infra.lm.fused_decode import is_supported
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
@@ -76,6 +77,7 @@ class LocalLM:
             adapt_threads=settings.adapt_threads,
         )
         self.scorer = ChoiceScorer(self.batcher)
+        self.faults = FaultTally()  # calls per stage; only a prompt too long fails here
 
     def describe(self) -> str:
         """The engine this process runs: dtype, threads, and what was checked on this CPU."""
@@ -106,6 +108,20 @@ class LocalLM:
             messages, add_generation_prompt=True, tokenize=True, return_dict=False
         )
 
+    def _fitting(self, messages: list[Message], after: int) -> list[int]:
+        """The prompt's tokens, counted as a call; a prompt that leaves no room for `after`
+        more tokens in the context is refused alone, as a server answers 400, before it
+        can take its batch down with it."""
+        self.faults.call()
+        ids = self.prompt_ids(messages)
+        limit = self.batcher.max_positions
+        if len(ids) + after > limit:
+            self.faults.attempt_failed("refused")
+            self.faults.call_failed("refused")
+            too_long = f"a prompt of {len(ids)} tokens exceeds the model's {limit}-token context"
+            raise ModelCallFailed("refused", too_long)
+        return ids
+
     async def complete(
         self,
         messages: list[Message],
@@ -120,7 +136,7 @@ class LocalLM:
     ) -> LocalCompletion:
         self._check_adapter(adapter)
         request = Request(
-            prompt_ids=self.prompt_ids(messages),
+            prompt_ids=self._fitting(messages, after=1),
             max_new_tokens=max_tokens,
             temperature=temperature,
             seed=seed,
@@ -166,8 +182,8 @@ class LocalLM:
         "Yes, because...". Concurrent calls are scored together in one forward pass.
         """
         self._check_adapter(adapter)
-        prompt = self.prompt_ids(messages)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
+        prompt = self._fitting(messages, after=max(map(len, answers)))
         return await self.scorer.score(prompt, answers, adapter)
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
+from infra.lm.faults import ModelCallFailed
 from infra.lm.local import LocalCompletion, LocalLM
 from infra.settings import LMSettings
 
@@ -99,7 +100,7 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
                 adapter=None if request.model == model_name else request.model,
                 seed=request.seed,
             )
-        except ValueError as error:  # e.g. a prompt longer than the context
+        except (ValueError, ModelCallFailed) as error:  # e.g. a prompt longer than the context
             raise HTTPException(400, str(error)) from error
         usage = done.usage
         return {
