@@ -13,7 +13,7 @@ from infra.agents import Agent
 from infra.scales import ScoreScale
 from infra.traces import Annotation, RecordError, SkippedRecord, TraceBatch, TraceRecord
 from infra.types import Example
-from judges.labels import labelled_item, night_scale, value_on
+from judges.labels import agreed_value, labelled_item, night_scale, value_on
 from judges.types import JudgedItem, LabelWindow, render_inputs
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class Collected:
     heldout: list[Example] = field(default_factory=list)  # eval.heldout_trace_share's slice
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
     labels_answered: int = 0  # labels on traces active learning asked about, to date
+    labels_conflicting: int = 0  # traces whose people's labels disagree: left out
 
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
@@ -67,15 +68,16 @@ def collect(
     def _example(trace: TraceRecord) -> Example | None:
         return _readable(agent, trace, skipped, max_text_chars)
 
-    for trace in batch.traces:
+    traces = _one_generation_per_trace(batch.traces, skipped)
+    for trace in traces:
         example = _example(trace)
         if example is not None:
             examples[trace.trace_id] = example
             outputs[trace.trace_id] = trace.output_text
     if labels is None:
-        by_id = {t.trace_id: t for t in batch.traces if t.trace_id in examples}
+        by_id = {t.trace_id: t for t in traces if t.trace_id in examples}
         labels = [(a, by_id[a.trace_id]) for a in batch.annotations if a.trace_id in by_id]
-    tonight = {t.trace_id for t in batch.traces}  # read above, skipped there if unusable
+    tonight = {t.trace_id for t in traces}  # read above, skipped there if unusable
     named = []  # (annotation, example, reply)
     for ann, trace in labels:
         if ann.name != annotation_name:
@@ -87,7 +89,8 @@ def collect(
         if example is not None:
             named.append((ann, example, trace.output_text))
     scale = night_scale(annotation_name, scale, [ann for ann, _, _ in named])
-    latest: dict[str, tuple] = {}  # trace id -> (annotation, value, example, reply)
+    # trace id -> annotation id -> (annotation, value, example, reply): each person's label
+    latest: dict[str, dict[str, tuple]] = {}
     for ann, example, reply in named:
         value = value_on(scale, ann)
         if value is None:
@@ -98,18 +101,71 @@ def collect(
             skipped.append(SkippedRecord("scores", 0, "value", reason))
             log.warning("skipped %s", reason)
             continue
-        kept = latest.get(ann.trace_id)
+        mine = latest.setdefault(ann.trace_id, {})
+        kept = mine.get(ann.id)
         if kept is None or ann.timestamp >= kept[0].timestamp:  # the latest edit wins
-            latest[ann.trace_id] = (ann, value, example, reply)
+            mine[ann.id] = (ann, value, example, reply)
+    agreed, conflicting = _agreed(latest, scale, skipped)
     items = [
         labelled_item(ann, value, render_inputs(example.inputs), reply)
-        for ann, value, example, reply in latest.values()
+        for ann, value, example, reply in agreed
     ]
-    stamps = [ann.timestamp for ann, _, _, _ in latest.values()]
+    stamps = [ann.timestamp for ann, _, _, _ in agreed]
     window = LabelWindow(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
     )
-    return Collected(list(examples.values()), items, skipped, outputs, window, scale)
+    return Collected(
+        list(examples.values()),
+        items,
+        skipped,
+        outputs,
+        window,
+        scale,
+        labels_conflicting=conflicting,
+    )
+
+
+def _one_generation_per_trace(
+    traces: list[TraceRecord], skipped: list[SkippedRecord]
+) -> list[TraceRecord]:
+    """The latest generation of each trace, which its annotation is about; the earlier
+    ones are named as left out (a trace's steps are not replayed one by one yet)."""
+    latest: dict[str, TraceRecord] = {}
+    for trace in traces:
+        earlier = latest.get(trace.trace_id)
+        if earlier is not None:
+            first, last = sorted((earlier, trace), key=lambda t: t.start_time)
+            reason = (
+                f"trace {trace.trace_id}: generation {first.id} left out, its later "
+                f"generation {last.id} is read (one generation per trace)"
+            )
+            skipped.append(SkippedRecord("traces", 0, "traceId", reason))
+            log.warning("skipped %s", reason)
+            trace = last
+        latest[trace.trace_id] = trace
+    return list(latest.values())
+
+
+def _agreed(
+    latest: dict[str, dict[str, tuple]], scale: ScoreScale, skipped: list[SkippedRecord]
+) -> tuple[list[tuple], int]:
+    """Per trace one (annotation, value, example, reply): its people's labels agreed
+    (`agreed_value`), under the latest annotation; a trace whose labels contradict each
+    other is left out and named, until a person settles it."""
+    agreed, conflicting = [], 0
+    for trace_id, by_annotation in latest.items():
+        rows = sorted(by_annotation.values(), key=lambda r: (r[0].timestamp, r[0].id))
+        value = agreed_value(scale, [r[1] for r in rows])
+        if value is None:
+            said = ", ".join(f"{r[0].id}: {r[1]!r}" for r in rows)
+            reason = f"trace {trace_id}: its labels disagree ({said}); left out until settled"
+            skipped.append(SkippedRecord("scores", 0, "value", reason))
+            log.warning("skipped %s", reason)
+            conflicting += 1
+            continue
+        ann, _, example, reply = rows[-1]
+        agreed.append((ann, value, example, reply))
+    return agreed, conflicting
 
 
 def in_heldout_slice(trace_id: str, share: float) -> bool:
@@ -184,6 +240,7 @@ def summarize(collected: Collected) -> dict[str, int]:
         "annotations": len(collected.items),  # labels the judge learns from, to date
         "annotations_new": collected.labels_new,
         "annotations_answered": collected.labels_answered,
+        "annotations_conflicting": collected.labels_conflicting,
     }
     passes = [i.human_pass for i in collected.items if i.human_pass is not None]
     if passes:  # a pass/fail annotation

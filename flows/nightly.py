@@ -131,9 +131,7 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     days = rt.settings.judge.label_window_days
     labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)
     scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
-    collected = collect(
-        batch, rt.agent, name, since, fetched_at, scale, labels, cfg.max_text_chars
-    )
+    collected = collect(batch, rt.agent, name, since, fetched_at, scale, labels, cfg.max_text_chars)
     collected = hold_out(collected, rt.settings.eval.heldout_trace_share)
     seen = set(collected.skipped)  # a JSONL source reads the same files twice
     collected.skipped += [record for record in fresh.skipped if record not in seen]

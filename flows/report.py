@@ -21,6 +21,15 @@ def _unreadable(count: int) -> str:
     return f", {count} unreadable judge verdicts (scored 0)" if count else ""
 
 
+def _conflicting(count: int) -> str:
+    """Said only when it happened: traces whose people disagree, which nobody learns from."""
+    if not count:
+        return ""
+    return (
+        f" {count} traces have contradicting labels from different people: left out until settled."
+    )
+
+
 def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     a = report.alignment
     seed, aligned = a.seed.heldout, a.judge.heldout
@@ -70,7 +79,8 @@ def judge_lines(report: NightReport) -> list[str]:
     out = [
         f"Labels: the judge learned from {counts.get('annotations', 0)} to date, "
         f"{counts.get('annotations_new', 0)} of them new tonight; "
-        f"{counts.get('annotations_answered', 0)} answer the judge's label requests.",
+        f"{counts.get('annotations_answered', 0)} answer the judge's label requests."
+        + _conflicting(counts.get("annotations_conflicting", 0)),
         f"Judge gate {verdict}: {g.decision.reason}.",
         f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
         f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {used.cut}).",

@@ -1,8 +1,10 @@
 """The label store: every human label the flywheel has read, kept in the state folder so
 that the judge learns from all labels to date, not only those on tonight's traces.
 
-One label per trace and score name; a later edit (newer timestamp) replaces it. Each
-label is kept with the trace it is on, so an old trace never has to be fetched again.
+One label per annotation (its score id), trace and name: a later edit of it (newer
+timestamp) replaces it, and two people's labels on one trace are both kept, for the
+night to reconcile (`flows.collect`). Each label is kept with the trace it is on, so an
+old trace never has to be fetched again.
 The store also keeps, per score name, the watermark of the last successful night (labels
 are read incrementally from there) and which traces active learning asked about, so a
 night can count the requests people answered. sqlite: one file, no server, atomic.
@@ -22,8 +24,9 @@ from infra.traces.types import Annotation, TraceRecord
 
 SCHEMA = """
 create table if not exists labels (
-    trace_id text not null, name text not null, stamp text not null,
-    annotation text not null, trace text not null, primary key (trace_id, name));
+    trace_id text not null, name text not null, annotation_id text not null,
+    stamp text not null, annotation text not null, trace text not null,
+    primary key (trace_id, name, annotation_id));
 create table if not exists watermarks (name text primary key, stamp text not null);
 create table if not exists requested (trace_id text primary key, stamp text not null);
 """
@@ -33,7 +36,8 @@ class LabelStore:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        with closing(self._db()) as db:
+        with closing(self._db()) as db, db:
+            _migrate_one_label_per_trace(db)
             db.executescript(SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
@@ -49,15 +53,16 @@ class LabelStore:
                 if trace is None:
                     continue
                 row = db.execute(
-                    "select stamp from labels where trace_id = ? and name = ?",
-                    (label.trace_id, label.name),
+                    "select stamp from labels where trace_id = ? and name = ? "
+                    "and annotation_id = ?",
+                    (label.trace_id, label.name, label.id),
                 ).fetchone()
                 stamp = label.timestamp.isoformat()
                 if row is not None and datetime.fromisoformat(row[0]) >= label.timestamp:
                     continue  # the stored one is as new or newer
                 db.execute(
-                    "insert or replace into labels values (?, ?, ?, ?, ?)",
-                    (label.trace_id, label.name, stamp, _dump(label), _dump(trace)),
+                    "insert or replace into labels values (?, ?, ?, ?, ?, ?)",
+                    (label.trace_id, label.name, label.id, stamp, _dump(label), _dump(trace)),
                 )
                 changed += 1
         return changed
@@ -97,6 +102,21 @@ class LabelStore:
         """Every trace active learning ever asked people to label."""
         with closing(self._db()) as db:
             return {row[0] for row in db.execute("select trace_id from requested")}
+
+
+def _migrate_one_label_per_trace(db: sqlite3.Connection) -> None:
+    """Stores made before labels were kept per annotation held one per trace: key each
+    row by the annotation it holds."""
+    columns = [row[1] for row in db.execute("pragma table_info(labels)")]
+    if not columns or "annotation_id" in columns:
+        return
+    rows = db.execute("select trace_id, name, stamp, annotation, trace from labels").fetchall()
+    db.execute("drop table labels")
+    db.executescript(SCHEMA)
+    db.executemany(
+        "insert into labels values (?, ?, ?, ?, ?, ?)",
+        [(t, n, json.loads(a)["id"], s, a, tr) for t, n, s, a, tr in rows],
+    )
 
 
 def _dump(record: Annotation | TraceRecord) -> str:

@@ -41,6 +41,17 @@ def value_on(scale: ScoreScale, annotation: Annotation) -> Value | None:
     return value if scale.contains(value) else None
 
 
+def agreed_value(scale: ScoreScale, values: list[Value]) -> Value | None:
+    """One value for several people's labels on one trace: the one they share, the mean
+    on a numeric scale; None when a pass meets a fail or categories differ, which no
+    rule can settle for the judge (a person must)."""
+    if len(set(values)) == 1:
+        return values[0]
+    if scale.kind == "numeric":
+        return sum(float(v) for v in values) / len(values)
+    return None
+
+
 def labelled_item(
     annotation: Annotation, value: Value, input_text: str, output_text: str
 ) -> JudgedItem:

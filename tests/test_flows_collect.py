@@ -57,6 +57,7 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
         "annotations": 2,
         "annotations_new": 0,  # counted by the night against its label store
         "annotations_answered": 0,
+        "annotations_conflicting": 0,
         "annotations_pass": 1,
         "skipped_records": 2,
     }
@@ -180,3 +181,53 @@ def test_a_trace_too_long_for_any_model_is_quarantined_by_name():
     assert all("max_text_chars" in s.reason for s in collected.skipped)
     # without a limit they are read, as before
     assert len(collect(batch, IntentRouter(), "correct").examples) == 3
+
+
+def test_peoples_labels_on_one_trace_are_reconciled_or_the_trace_left_out_by_name():
+    def by(person: str, trace_id: str, value, data_type="BOOLEAN") -> Annotation:
+        return replace(score(trace_id, value, data_type=data_type), id=f"s-{trace_id}-{person}")
+
+    traces = [trace(t, "rain?", "weather") for t in ("agree", "split", "edited")]
+    edit = replace(by("ann", "edited", 0.0), timestamp=NOW.replace(hour=5))
+    batch = TraceBatch(
+        traces=traces,
+        annotations=[
+            by("ann", "agree", 1.0),
+            by("bob", "agree", 1.0),
+            by("ann", "split", 1.0),
+            by("bob", "split", 0.0),
+            by("ann", "edited", 1.0),
+            edit,  # the same person changed their mind: no conflict, the edit wins
+        ],
+    )
+    collected = collect(batch, IntentRouter(), "correct")
+    assert {(i.id, i.human_pass) for i in collected.items} == {("agree", True), ("edited", False)}
+    assert collected.labels_conflicting == 1
+    assert summarize(collected)["annotations_conflicting"] == 1
+    (skip,) = collected.skipped
+    assert (
+        "trace split" in skip.reason and "s-split-ann" in skip.reason and "disagree" in skip.reason
+    )
+
+    stars = ScoreScale("numeric", minimum=1, maximum=5, name="correct")
+    numeric = TraceBatch(
+        traces=traces[:1],
+        annotations=[by("ann", "agree", 4.0, "NUMERIC"), by("bob", "agree", 5.0, "NUMERIC")],
+    )
+    (item,) = collect(numeric, IntentRouter(), "correct", scale=stars).items
+    assert item.human_value == 4.5  # a numeric scale takes their mean
+
+
+def test_a_second_generation_of_a_trace_does_not_silently_replace_the_first():
+    first = trace("t", "rain?", "weather")
+    later = replace(
+        trace("t", "and tomorrow?", "weather"), id="o-t-2", start_time=NOW.replace(hour=3)
+    )
+    for order in ([first, later], [later, first]):  # whatever order the source lists them
+        collected = collect(
+            TraceBatch(traces=order, annotations=[score("t", 1.0)]), IntentRouter(), "correct"
+        )
+        (example,) = collected.examples
+        assert example.inputs["request"] == "and tomorrow?"  # the latest: the one judged
+        (skip,) = collected.skipped
+        assert skip.field == "traceId" and "o-t" in skip.reason and "o-t-2" in skip.reason

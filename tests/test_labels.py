@@ -12,7 +12,7 @@ from langfuse.api.scores.types.get_scores_v3response import GetScoresV3Response
 
 from flows.nightly import collect_traces
 from flows.runtime import Runtime
-from infra.labels import LabelStore
+from infra.labels import LabelStore, _dump
 from infra.settings import Settings, TraceSettings
 from infra.traces import Annotation, JsonlTraceSource, RecordError, TraceRecord
 from infra.traces.langfuse_source import LangfuseTraceSource
@@ -25,11 +25,14 @@ def trace(trace_id: str, at: datetime = DAY1) -> TraceRecord:
     return TraceRecord(f"o-{trace_id}", trace_id, at, input=f"play {trace_id}", output="PlayMusic")
 
 
-def label(trace_id: str, value: float, at: datetime = DAY1, name: str = "correct") -> Annotation:
-    return Annotation(f"s-{trace_id}-{at:%d%H}", trace_id, name, value, "BOOLEAN", "ANNOTATION", at)
+def label(
+    trace_id: str, value: float, at: datetime = DAY1, name: str = "correct", by: str = "ann"
+) -> Annotation:
+    """A person's label: `by` names the annotation (a later one with the same is an edit)."""
+    return Annotation(f"s-{trace_id}-{by}", trace_id, name, value, "BOOLEAN", "ANNOTATION", at)
 
 
-def test_the_store_keeps_one_label_per_trace_the_latest_edit_winning(tmp_path):
+def test_the_store_keeps_each_persons_label_per_trace_the_latest_edit_winning(tmp_path):
     store = LabelStore(tmp_path / "labels.sqlite")
     later = DAY1 + timedelta(hours=5)
     assert (
@@ -43,10 +46,34 @@ def test_the_store_keeps_one_label_per_trace_the_latest_edit_winning(tmp_path):
     assert found == [("b", 0.0, "play b"), ("a", 0.0, "play a")]  # oldest first; x: no trace
     assert [a.trace_id for a, _ in reopened.labels("correct", since=later)] == ["a"]
     assert reopened.labels("other") == []
+    assert store.add([label("a", 1.0, later, by="other")], [trace("a")]) == 1  # a second person
+    assert sorted(a.value for a, _ in store.labels("correct") if a.trace_id == "a") == [0.0, 1.0]
     assert reopened.watermark("correct") is None
     reopened.set_watermark("correct", later)
     reopened.mark_requested(["b", "c"], later)
     assert store.watermark("correct") == later and store.requested() == {"b", "c"}
+
+
+def test_a_store_made_with_one_label_per_trace_is_migrated_keeping_its_labels(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "labels.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "create table labels (trace_id text not null, name text not null, stamp text not null,"
+        " annotation text not null, trace text not null, primary key (trace_id, name));"
+    )
+    kept = label("a", 1.0)
+    old.execute(
+        "insert into labels values (?, ?, ?, ?, ?)",
+        ("a", "correct", DAY1.isoformat(), _dump(kept), _dump(trace("a"))),
+    )
+    old.commit()
+    old.close()
+    store = LabelStore(path)
+    assert store.labels("correct") == [(kept, trace("a"))]
+    assert store.add([label("a", 0.0, by="other")], [trace("a")]) == 1
+    assert len(store.labels("correct")) == 2
 
 
 def export(folder, traces: list[TraceRecord], labels: list[Annotation]):
