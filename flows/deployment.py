@@ -13,8 +13,12 @@ from flows.nightly import nightly
 from flows.runtime import RUN_ID_FORMAT, Runtime
 from infra.settings import NightKnobs, Settings
 
+# A night stuck past this is stopped (Prefect marks it TimedOut), so it never holds the
+# deployment's one concurrency slot when the next night is due.
+NIGHT_TIMEOUT_S = 6 * 3600
 
-@flow(name="nightly-scheduled")
+
+@flow(name="nightly-scheduled", timeout_seconds=NIGHT_TIMEOUT_S)
 async def nightly_deployment(knobs: NightKnobs | None = None) -> NightReport:
     settings = Settings()
     run_id = flow_run.scheduled_start_time.strftime(RUN_ID_FORMAT)

@@ -29,6 +29,8 @@ def prepare_environment(state_dir: Path) -> None:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",  # 2 slow cores
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        # flywheel's own loggers reach the flow run's logs in the Prefect UI
+        "PREFECT_LOGGING_EXTRA_LOGGERS": "flows,judges,infra,gepa_opt,weights",
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",  # the model ships in a package: never reach for a hub
