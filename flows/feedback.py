@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.settings import JudgeSettings
 from judges.feedback import NightVerdicts
@@ -26,6 +26,8 @@ class Feedback:
     scores_total: int = 0
     scores_written: int | None = None
     score_note: str = ""
+    # the labelled traces where the judge and people differ (`judges.disagreements`)
+    disagreements: list[dict[str, str | float]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """One sentence each for the night's report."""
@@ -71,6 +73,7 @@ async def send_feedback(
         out.label_note = out.score_note = _failed("judging the night's traces", err)
         return out
     out.unlabelled = verdicts.unlabelled
+    out.disagreements = verdicts.disagreements
     if settings.active_learning_per_night == 0:
         out.label_note = "judge.active_learning_per_night is 0"
     elif out.unlabelled == 0:

@@ -18,13 +18,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.settings import get_current_settings
 from prefect.tasks import exponential_backoff
 
 from flows import feedback, stages
 from flows.approval import ask_approval
 from flows.collect import Collected, collect, hold_out, summarize, window_start
+from flows.failed_night import record_failed_night
 from flows.faults import check_stage, night_faults
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
@@ -41,6 +42,7 @@ from infra.settings import NightKnobs, Settings
 from infra.types import Example
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
+from judges.disagreements import disagreements
 from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
 from judges.judge import Judge
 from judges.scaled_metric import check_ranked
@@ -299,7 +301,7 @@ async def judge_night_traces(
     cfg = rt.settings.judge
     labelled = {item.id for item in collected.items}
     with StageProgress("judge on the night's traces", None):
-        return await judge_traces(
+        verdicts = await judge_traces(
             rt.lm,
             judge,
             collected.judged_items(),
@@ -307,6 +309,11 @@ async def judge_night_traces(
             cfg.rationale_max_tokens,
             cfg.rationale_in_scores,
         )
+    split = stages.judge_items_split(rt, collected.items)
+    parts = zip(("train", "val", "heldout"), split, strict=True)
+    splits = {item.id: name for name, items in parts for item in items}
+    verdicts.disagreements = disagreements(collected.items, verdicts, judge, splits)
+    return verdicts
 
 
 @_stage("request-labels")
@@ -336,8 +343,16 @@ async def nightly(
     (None: built from the settings, which also give the models and services)."""
     rt = runtime or Runtime(Settings())
     rt = rt.with_knobs(knobs) if knobs is not None else rt
-    start = time.perf_counter()
     clock = StageClock(check=lambda stage: _check_faults(rt, stage))
+    try:
+        return await _night(rt, run_id, clock)
+    except Exception as error:  # MLflow keeps what the finished stages measured, and why
+        record_failed_night(rt, run_id, clock, night_faults(rt.fault_tallies()), error)
+        raise
+
+
+async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
+    start = time.perf_counter()
     if (days := rt.settings.state.retention_days) is not None:
         results = Path(get_current_settings().results.local_storage_path)
         expire(rt.settings.state_dir, results, days)
@@ -407,4 +422,10 @@ async def nightly(
         key="nightly-report",
         description=f"flywheel night {run_id}",
     )
+    if sent.disagreements:
+        await create_table_artifact(
+            table=sent.disagreements,
+            key="judge-disagreements",
+            description=f"flywheel night {run_id}: where {judge.label} and people disagree",
+        )
     return report

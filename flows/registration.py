@@ -115,4 +115,6 @@ def log_feedback(registry: Registry, report: NightReport) -> None:
         if report.feedback:
             registry.log_metrics(report.feedback.metrics())
         registry.log_metrics(fault_metrics(report.faults))  # the feedback stage's too
+        if report.feedback and report.feedback.disagreements:
+            registry.log_table(report.feedback.disagreements, "judge_disagreements.json")
         registry.log_text(render_markdown(report), "report.md")

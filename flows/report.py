@@ -151,6 +151,31 @@ def fault_lines(report: NightReport) -> list[str]:
     return out
 
 
+def disagreement_table(report: NightReport, rows: int = 10) -> list[str]:
+    """The judge against people on the night's labelled traces, most confident first."""
+    found = report.feedback.disagreements if report.feedback else []
+    if not found:
+        return []
+    out = [
+        f"The judge disagrees with people on {len(found)} labelled traces "
+        f"(all of them: judge_disagreements.json in MLflow; the {min(rows, len(found))} "
+        "it was surest of here):",
+        "",
+        "| trace | split | people | judge | judge score | request | comment |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in found[:rows]:
+        cells = [row[k] for k in ("trace", "split", "people", "judge", "judge_score")]
+        cells += [_cell(str(row["request"])), _cell(str(row["comment"]))]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return out
+
+
+def _cell(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def print_summary(report: NightReport, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"flywheel night {report.run_id} ({report.seconds:.0f} s)")
@@ -165,6 +190,8 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         console.print(note, style="yellow", markup=False)
     for line in fault_lines(report):
         console.print(line, style="yellow", markup=False)
+    if table := disagreement_table(report):
+        console.print(table[0], markup=False)
     skipped = report.collected.get("skipped_records", 0)
     if skipped:
         console.print(
@@ -188,6 +215,8 @@ def render_markdown(report: NightReport) -> str:
     lines += [""] + notes(report)
     if faults := fault_lines(report):
         lines += [""] + faults
+    if table := disagreement_table(report):
+        lines += [""] + table
     if report.registered:
         lines += ["", report.registered.describe()]
     lines += promotion_lines(report)

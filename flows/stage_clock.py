@@ -17,6 +17,7 @@ T = TypeVar("T")
 @dataclass
 class StageClock:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # epoch seconds
+    results: dict[str, object] = field(default_factory=dict)  # of the stages that succeeded
     check: Callable[[str], None] | None = None
     """Called with a stage's name once it has succeeded; raises to end the night."""
 
@@ -30,4 +31,5 @@ class StageClock:
             current_stage.reset(token)
         if self.check is not None:
             self.check(name)
+        self.results[name] = result
         return result

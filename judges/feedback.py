@@ -32,6 +32,8 @@ class NightVerdicts:
     values: dict[str, bool | str | float] = field(default_factory=dict)
     margins: dict[str, float] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # traces whose judging call failed: no score
+    # Rows of `judges.disagreements`: the labelled traces where the judge and people differ
+    disagreements: list[dict[str, str | float]] = field(default_factory=list)
 
     @property
     def unlabelled(self) -> int:

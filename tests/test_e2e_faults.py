@@ -9,10 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
 from flows.runtime import Runtime
+from infra.errors import UserFacingError
 from infra.settings import Settings
 from tests.fake_openai import KINDS, FakeOpenAI, serving
 from tests.test_e2e_nightly import small_export
@@ -88,3 +90,36 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
         assert flaky.evals[stage].failed == 1 and clean.evals[stage].failed == 0
         assert scores == {k: v for k, v in expected.items() if k != marked["id"]}
     assert written_scores(flaky_settings) == written_scores(clean_settings)
+
+    # where the judge and people disagree: a table in MLflow and the report
+    rows = flaky.feedback.disagreements
+    assert rows and rows == clean.feedback.disagreements
+    assert all(row["people"] != row["judge"] for row in rows)
+    client = MlflowClient(flaky_settings.tracking_uri)
+    files = {f.path for f in client.list_artifacts(flaky.registered.mlflow_run_id)}
+    assert {"judge_disagreements.json", "report.md"} <= files
+    report = client.download_artifacts(flaky.registered.mlflow_run_id, "report.md", str(tmp_path))
+    assert f"disagrees with people on {len(rows)} labelled traces" in Path(report).read_text()
+
+
+def test_a_night_that_fails_leaves_its_mlflow_run_failed_with_what_it_had(tmp_path):
+    export = small_export(tmp_path / "export", traces=24, heldout=6)
+    # the agent's every call is refused: its held-out evaluation cannot score anything
+    fake = FakeOpenAI(refuse_marker="You route requests")
+    with prefect_test_harness(), serving(fake) as url:
+        settings = night_settings(tmp_path, "state", export, url)
+        with pytest.raises(UserFacingError, match="Stage 'eval_seed': 6 of 6 model calls"):
+            run_night(settings, "doomed")
+
+    client = MlflowClient(settings.tracking_uri)
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("flywheel").experiment_id],
+        filter_string="tags.`flywheel.run_id` = 'doomed'",
+    )
+    assert run.info.status == "FAILED"
+    metrics = run.data.metrics
+    assert metrics["traces_traces"] > 0 and metrics["judge_metric_calls"] > 0  # done before
+    assert metrics["model_calls_failed_eval_seed"] == 6 and "collect_seconds" in metrics
+    assert run.data.params["seed"] == "0"
+    error = client.download_artifacts(run.info.run_id, "error.txt", str(tmp_path))
+    assert "eval_seed" in Path(error).read_text()

@@ -163,6 +163,11 @@ class Registry:
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
         mlflow.log_dict(data, artifact_file, run_id=_active_run_id())
 
+    def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
+        """Rows of one shape as a table of the active run (the MLflow UI shows it)."""
+        columns = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+        mlflow.log_table(columns, artifact_file, run_id=_active_run_id())
+
     def log_figure(self, figure: Any, artifact_file: str) -> None:
         """A matplotlib figure as an image of the active run."""
         _active_run_id()  # fluent log_figure logs to the active run, and needs one

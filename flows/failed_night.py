@@ -1,0 +1,65 @@
+"""A night that fails still leaves its MLflow run: FAILED, with its settings, what its
+finished stages measured, its model calls and faults per stage, and the one sentence
+of why. A resumed night that then succeeds finishes the same run."""
+
+from __future__ import annotations
+
+import logging
+
+from flows.collect import Collected, summarize
+from flows.faults import fault_metrics
+from flows.runtime import Runtime
+from flows.stage_clock import StageClock
+from flows.stages import Evaluation, PromptStage
+from infra.lm import StageFaults
+from infra.redaction import mask
+from infra.registry.mlflow_registry import safe_params
+from judges.align import Alignment
+
+log = logging.getLogger(__name__)
+
+
+class _EndFailed(Exception):
+    """Raised inside the run's block so that it ends FAILED."""
+
+
+def measured(clock: StageClock, faults: dict[str, StageFaults]) -> dict[str, float]:
+    """Flat numbers of the stages that finished, named as a whole night's report names
+    them (`NightReport.metrics`)."""
+    out = fault_metrics(faults)
+    out |= {f"{name}_seconds": end - begin for name, (begin, end) in clock.intervals.items()}
+    for name, result in clock.results.items():
+        if isinstance(result, Collected):
+            out |= {f"traces_{k}": float(v) for k, v in summarize(result).items()}
+        elif isinstance(result, Alignment):
+            out |= {f"judge_aligned_{k}": v for k, v in result.judge.heldout.items()}
+            out["judge_metric_calls"] = float(result.metric_calls)
+        elif isinstance(result, PromptStage):
+            out |= {"agent_val_seed": result.seed_val, "agent_val_best": result.best_val}
+            out["agent_metric_calls"] = float(result.metric_calls)
+        elif isinstance(result, Evaluation) and result.accuracy is not None:
+            out[f"heldout_{name.removeprefix('eval_')}_accuracy"] = result.accuracy
+    return out
+
+
+def record_failed_night(
+    rt: Runtime,
+    run_id: str,
+    clock: StageClock,
+    faults: dict[str, StageFaults],
+    error: BaseException,
+) -> None:
+    """Leave the night's MLflow run FAILED with what it had; never raises (the night's
+    own error is what the user must see)."""
+    tags = {"flywheel.run_id": run_id}
+    try:
+        registry = rt.registry
+        with registry.start_or_resume_run(f"nightly-{run_id}", tags):
+            registry.log_params(safe_params(rt.settings))
+            registry.log_metrics(measured(clock, faults))
+            registry.log_text(mask(f"{type(error).__name__}: {error}"), "error.txt")
+            raise _EndFailed
+    except _EndFailed:
+        pass
+    except Exception as failure:  # the registry itself may be what failed
+        log.error("could not record the failed night in MLflow: %s", failure)
