@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from flows.environment import prepare_environment, team_prefect_server
+from flows.environment import prepare_environment
 
 console = Console(stderr=True)
 
@@ -26,10 +26,10 @@ def _run(args: argparse.Namespace) -> int:
     prepare_environment(settings.state_dir)
     from flows.night_lock import one_night
     from flows.nightly import nightly
+    from flows.prefect_server import night_prefect
     from flows.report import print_summary
     from flows.runtime import RUN_ID_FORMAT, Runtime, check_run_id
     from infra.errors import UserFacingError
-    from infra.redaction import mask
 
     run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
     # before anything opens the folder's stores: a second night must not race on them
@@ -37,16 +37,15 @@ def _run(args: argparse.Namespace) -> int:
         rt = Runtime(settings)
         rt.preflight()
         state = settings.state_dir.resolve()
-        server = team_prefect_server()
-        where = f"Prefect at {mask(server)}" if server else "Prefect's own server in the state"
-        console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
-        try:
-            report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
-        except UserFacingError:
-            raise
-        except Exception as error:  # a night's end: one sentence, the traceback kept
-            _night_failed(rt.run_dir(run_id), run_id, error)
-            return 1
+        with night_prefect() as where:
+            console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
+            try:
+                report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
+            except UserFacingError:
+                raise
+            except Exception as error:  # a night's end: one sentence, the traceback kept
+                _night_failed(rt.run_dir(run_id), run_id, error)
+                return 1
     print_summary(report, Console())
     return 0
 
@@ -68,12 +67,14 @@ def _move(args: argparse.Namespace) -> int:
 
     prepare_environment(Settings().state_dir)
     from flows.moves import promote_flow, rollback_flow
+    from flows.prefect_server import night_prefect
 
     by = args.by or getpass.getuser()
-    if args.command == "promote":
-        move = asyncio.run(promote_flow(version=args.version, by=by))
-    else:
-        move = asyncio.run(rollback_flow(by=by))
+    with night_prefect():
+        if args.command == "promote":
+            move = asyncio.run(promote_flow(version=args.version, by=by))
+        else:
+            move = asyncio.run(rollback_flow(by=by))
     Console().print(move.line(), markup=False)
     return 1 if move.action == "refused" else 0
 
