@@ -31,6 +31,7 @@ def prepare_environment(state_dir: Path) -> None:
         "PREFECT_LOGGING_LEVEL": "WARNING",
         # flywheel's own loggers reach the flow run's logs in the Prefect UI
         "PREFECT_LOGGING_EXTRA_LOGGERS": "flows,judges,infra,gepa_opt,weights",
+        "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",  # start-up, outside a run
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",  # the model ships in a package: never reach for a hub

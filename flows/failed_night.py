@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 
 from flows.collect import Collected, summarize
-from flows.faults import fault_metrics
 from flows.runtime import Runtime
+from flows.stage_calls import call_metrics
 from flows.stage_clock import StageClock
 from flows.stages import Evaluation, PromptStage
-from infra.lm import StageFaults
+from infra.lm import StageCalls
 from infra.redaction import mask
 from infra.registry.mlflow_registry import safe_params
 from judges.align import Alignment
@@ -23,10 +23,10 @@ class _EndFailed(Exception):
     """Raised inside the run's block so that it ends FAILED."""
 
 
-def measured(clock: StageClock, faults: dict[str, StageFaults]) -> dict[str, float]:
+def measured(clock: StageClock, calls: dict[str, StageCalls]) -> dict[str, float]:
     """Flat numbers of the stages that finished, named as a whole night's report names
     them (`NightReport.metrics`)."""
-    out = fault_metrics(faults)
+    out = call_metrics(calls)
     out |= {f"{name}_seconds": end - begin for name, (begin, end) in clock.intervals.items()}
     for name, result in clock.results.items():
         if isinstance(result, Collected):
@@ -46,7 +46,7 @@ def record_failed_night(
     rt: Runtime,
     run_id: str,
     clock: StageClock,
-    faults: dict[str, StageFaults],
+    calls: dict[str, StageCalls],
     error: BaseException,
 ) -> None:
     """Leave the night's MLflow run FAILED with what it had; never raises (the night's
@@ -56,7 +56,7 @@ def record_failed_night(
         registry = rt.registry
         with registry.start_or_resume_run(f"nightly-{run_id}", tags):
             registry.log_params(safe_params(rt.settings))
-            registry.log_metrics(measured(clock, faults))
+            registry.log_metrics(measured(clock, calls))
             registry.log_text(mask(f"{type(error).__name__}: {error}"), "error.txt")
             raise _EndFailed
     except _EndFailed:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flows.faults import fault_metrics
 from flows.feedback import Feedback
 from flows.promotion import CANDIDATE, Move
 from flows.promotion_gate import Evidence, PromotionDecision
+from flows.stage_calls import call_metrics
 from flows.stages import Evaluation, PromptStage
-from infra.lm import StageFaults
+from infra.lm import StageCalls
 from judges.align import Alignment
 from judges.choose import JudgeGate
 from weights.round import LoraRound
@@ -60,7 +60,7 @@ class NightReport:
     moved: Move | None = None  # what the night did to production (promotion.auto)
     feedback: Feedback | None = None  # label requests and judge scores sent back
     seed_prompts: dict[str, str] = field(default_factory=dict)  # where the agent started
-    faults: dict[str, StageFaults] = field(default_factory=dict)  # model calls per stage
+    calls: dict[str, StageCalls] = field(default_factory=dict)  # model calls per stage
 
     @property
     def judge_trusted(self) -> bool:
@@ -109,7 +109,7 @@ class NightReport:
                 out["heldout_gain_high"] = self.promotion.high
         if self.feedback:
             out |= self.feedback.metrics()
-        out |= fault_metrics(self.faults)
+        out |= call_metrics(self.calls)
         if self.lora.val_with is not None:
             out["lora_val_with"] = self.lora.val_with
         if self.lora.train_loss is not None:

@@ -26,7 +26,6 @@ from flows import feedback, stages
 from flows.approval import ask_approval
 from flows.collect import Collected, collect, hold_out, summarize, window_start
 from flows.failed_night import record_failed_night
-from flows.faults import check_stage, night_faults
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
@@ -36,6 +35,7 @@ from flows.registration import log_feedback, production_prompts, register_versio
 from flows.report import render_markdown
 from flows.retention import expire
 from flows.runtime import Runtime
+from flows.stage_calls import check_stage, night_calls
 from flows.stage_clock import StageClock
 from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
@@ -71,10 +71,10 @@ def _retrying(rt: Runtime, stage):
     )
 
 
-def _check_faults(rt: Runtime, stage: str) -> None:
-    faults = night_faults(rt.fault_tallies())
-    if stage in faults:
-        check_stage(stage, faults[stage], rt.settings.network.max_failed_share)
+def _check_failed_calls(rt: Runtime, stage: str) -> None:
+    calls = night_calls(rt.call_tallies())
+    if stage in calls:
+        check_stage(stage, calls[stage], rt.settings.network.max_failed_share)
 
 
 def _transient(task, task_run, state) -> bool:
@@ -343,11 +343,11 @@ async def nightly(
     (None: built from the settings, which also give the models and services)."""
     rt = runtime or Runtime(Settings())
     rt = rt.with_knobs(knobs) if knobs is not None else rt
-    clock = StageClock(check=lambda stage: _check_faults(rt, stage))
+    clock = StageClock(check=lambda stage: _check_failed_calls(rt, stage))
     try:
         return await _night(rt, run_id, clock)
     except Exception as error:  # MLflow keeps what the finished stages measured, and why
-        record_failed_night(rt, run_id, clock, night_faults(rt.fault_tallies()), error)
+        record_failed_night(rt, run_id, clock, night_calls(rt.call_tallies()), error)
         raise
 
 
@@ -393,7 +393,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         # the candidate's weights: tonight's adapter if kept, else production's carried on
         adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
         seed_prompts=production.prompts,
-        faults=night_faults(rt.fault_tallies()),
+        calls=night_calls(rt.call_tallies()),
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
@@ -412,7 +412,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
             lambda verdicts: _retrying(rt, write_judge_scores)(rt, run_id, verdicts, gate),
         ),
     )
-    report = replace(report, feedback=sent, faults=night_faults(rt.fault_tallies()))
+    report = replace(report, feedback=sent, calls=night_calls(rt.call_tallies()))
     try:
         log_feedback(rt.registry, report)
     except Exception as err:  # the run already holds everything else

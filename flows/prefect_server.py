@@ -88,15 +88,14 @@ def _wait_healthy(url: str, child: subprocess.Popen) -> None:
 
 @contextmanager
 def night_prefect() -> Iterator[str]:
-    """Where this process's flow runs go, said in words: the team's Prefect server when
-    the user points at one (`environment.team_prefect_server`), else a server of ours
+    """Where this process's flow runs go, said in words: the Prefect server the settings
+    point at (the team's: PREFECT_API_URL or the active profile), else a server of ours
     for as long as this block (and this process) lives."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    from flows.environment import team_prefect_server
     from infra.redaction import mask
 
-    if team := team_prefect_server():
+    if team := get_current_settings().api.url:
         yield f"Prefect at {mask(team)}"
         return
     with prefect_server() as url, temporary_settings(updates={PREFECT_API_URL: url}):

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
-from flows.faults import fault_metrics
 from flows.night_figures import curves_figure, prompt_diffs
 from flows.night_report import CANDIDATE, NightReport, Registered
 from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence, publish_managed
 from flows.report import render_markdown
 from flows.runtime import Runtime
+from flows.stage_calls import call_metrics
 from infra.redaction import mask
 from infra.registry.mlflow_registry import Registry, safe_params
 
@@ -114,7 +114,7 @@ def log_feedback(registry: Registry, report: NightReport) -> None:
     with registry.reopen_run(report.registered.mlflow_run_id):
         if report.feedback:
             registry.log_metrics(report.feedback.metrics())
-        registry.log_metrics(fault_metrics(report.faults))  # the feedback stage's too
+        registry.log_metrics(call_metrics(report.calls))  # the feedback stage's too
         if report.feedback and report.feedback.disagreements:
             registry.log_table(report.feedback.disagreements, "judge_disagreements.json")
         registry.log_text(render_markdown(report), "report.md")

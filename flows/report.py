@@ -135,7 +135,7 @@ def promotion_lines(report: NightReport) -> list[str]:
 
 def fault_lines(report: NightReport) -> list[str]:
     """Model calls per stage, said only when some failed (retried or for good)."""
-    faulty = {s: f for s, f in report.faults.items() if f.attempts_failed or f.failed}
+    faulty = {s: f for s, f in report.calls.items() if f.attempts_failed or f.failed}
     if not faulty:
         return []
     out = [
@@ -147,6 +147,24 @@ def fault_lines(report: NightReport) -> list[str]:
         out.append(
             f"- {stage}: {f.calls} calls, failed attempts: {attempts or 'none'}; "
             f"failed for good: {f.failed}"
+        )
+    return out
+
+
+def call_table(report: NightReport) -> list[str]:
+    """Model calls per stage: tokens, cost at the settings' prices, and faults."""
+    if not report.calls:
+        return []
+    out = [
+        "| stage | model calls | prompt tokens | completion tokens | cost USD "
+        "| failed attempts (retried) | failed for good |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for stage, c in report.calls.items():
+        attempts = sum(c.attempts_failed.values())
+        out.append(
+            f"| {stage} | {c.calls:,} | {c.prompt_tokens:,} | {c.completion_tokens:,} "
+            f"| {c.cost_usd:.4f} | {attempts} | {c.failed} |"
         )
     return out
 
@@ -213,8 +231,12 @@ def render_markdown(report: NightReport) -> str:
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
     lines += [""] + judge_lines(report)
     lines += [""] + notes(report)
-    if faults := fault_lines(report):
-        lines += [""] + faults
+    if calls := call_table(report):
+        lines += [
+            "",
+            "Model calls per stage (calls that failed for good are left out of every score):",
+            "",
+        ] + calls
     if table := disagreement_table(report):
         lines += [""] + table
     if report.registered:

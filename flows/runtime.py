@@ -16,7 +16,7 @@ from flows.collect import load_heldout, window_start
 from infra.agents import Agent, load_agent
 from infra.errors import UserFacingError
 from infra.labels import LabelStore
-from infra.lm import LM, FaultTally
+from infra.lm import LM, CallTally
 from infra.lm.factory import make_lm
 from infra.redaction import Redactor
 from infra.registry.mlflow_registry import Registry
@@ -72,11 +72,11 @@ class Runtime:
     def lm(self) -> LM:
         return self._get("lm", lambda: make_lm(self.settings.lm))
 
-    def fault_tallies(self) -> list[FaultTally]:
+    def call_tallies(self) -> list[CallTally]:
         """The fault counts of each distinct model the night has used (a backend that
         counts none, like the in-process one whose calls do not fail, gives none)."""
         models = [self._objects.get(name) for name in ("lm", "reflection_lm")]
-        tallies = {id(t): t for m in models if (t := getattr(m, "faults", None)) is not None}
+        tallies = {id(t): t for m in models if (t := getattr(m, "tally", None)) is not None}
         return list(tallies.values())
 
     @property

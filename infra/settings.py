@@ -63,6 +63,9 @@ class LMSettings(Section):
     max_concurrency: int = 16
     timeout_s: float = 60.0
     max_retries: int = 4
+    # USD per million tokens, for the night's cost per stage (0: your own server)
+    prompt_price_per_million: NonNegativeFloat = 0.0
+    completion_price_per_million: NonNegativeFloat = 0.0
 
 
 class TraceSettings(Section):

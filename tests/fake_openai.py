@@ -27,7 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 KINDS = ("server_error", "timeout", "rate_limited", "malformed")
-"""Injected faults, named as `infra.lm.faults.FaultKind` counts them."""
+"""Injected faults, named as `infra.lm.calls.FaultKind` counts them."""
 
 
 def _unit(*parts: object) -> float:

@@ -69,15 +69,15 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
     assert sum(injected[k] for k in KINDS) >= 0.1 * flaky_fake.requests
     assert all(injected[k] > 0 for k in KINDS), injected
     counted: Counter[str] = Counter()
-    for stage in flaky.faults.values():
+    for stage in flaky.calls.values():
         counted.update(stage.attempts_failed)
     assert counted == injected
     # a hang was cancelled by closing its connection, never left running beside its retry
     assert flaky_fake.hangs_abandoned == injected["timeout"] and flaky_fake.hangs_served == 0
     # only the request the server always refuses failed for good, once per evaluation
-    failed = {s: f.calls_failed for s, f in flaky.faults.items() if f.failed}
+    failed = {s: f.calls_failed for s, f in flaky.calls.items() if f.failed}
     assert failed == {"eval_seed": {"refused": 1}, "eval_prompts": {"refused": 1}}
-    assert clean_fake.injected == {} and not any(f.failed for f in clean.faults.values())
+    assert clean_fake.injected == {} and not any(f.failed for f in clean.calls.values())
 
     # what succeeded scored as without faults: the same judge, the same search, the same
     # per-example scores, the same scores written back
@@ -99,7 +99,14 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
     files = {f.path for f in client.list_artifacts(flaky.registered.mlflow_run_id)}
     assert {"judge_disagreements.json", "report.md"} <= files
     report = client.download_artifacts(flaky.registered.mlflow_run_id, "report.md", str(tmp_path))
-    assert f"disagrees with people on {len(rows)} labelled traces" in Path(report).read_text()
+    text = Path(report).read_text()
+    assert f"disagrees with people on {len(rows)} labelled traces" in text
+    # model calls, tokens and faults per stage: in the report and as metrics
+    assert "| judge | " in text and "Model calls per stage" in text
+    metrics = client.get_run(flaky.registered.mlflow_run_id).data.metrics
+    judge = flaky.calls["judge"]
+    assert metrics["model_prompt_tokens_judge"] == judge.prompt_tokens == 10 * judge.calls
+    assert metrics["model_attempts_failed_judge"] == sum(judge.attempts_failed.values())
 
 
 def test_a_night_that_fails_leaves_its_mlflow_run_failed_with_what_it_had(tmp_path):

@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
+from infra.lm.calls import ModelCallFailed
 from infra.lm.factory import make_lm
-from infra.lm.faults import ModelCallFailed
 from infra.lm.local import LocalLM, pick_dtype
 from infra.lm.openai_lm import OpenAILM
 from infra.lm.protocol import LM, AdapterLM
@@ -96,7 +96,7 @@ async def test_a_prompt_longer_than_the_context_fails_alone_and_is_counted(lm):
     assert isinstance(refused, ModelCallFailed) and refused.kind == "refused"
     assert isinstance(text, ModelCallFailed) and "context" in str(text)
     assert beside == alone
-    assert lm.faults.stage("other").calls_failed["refused"] >= 2
+    assert lm.tally.stage("other").calls_failed["refused"] >= 2
 
 
 @pytest.mark.slow

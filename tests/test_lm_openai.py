@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from infra.lm.faults import ModelCallFailed, current_stage
+from infra.lm.calls import ModelCallFailed, current_stage
 from infra.lm.local import LocalLM
 from infra.lm.openai_lm import MISSING_LOGPROB, OpenAILM
 from infra.lm.protocol import AdapterLM
@@ -95,10 +95,10 @@ async def test_gives_up_after_max_retries_with_a_failed_call_counted_per_stage()
             await lm.complete(ASK)
     finally:
         current_stage.reset(token)
-    faults = lm.faults.stage("judge")
+    faults = lm.tally.stage("judge")
     assert faults.calls == 1 and faults.failed == 1
     assert faults.attempts_failed == {"server_error": 2}  # the first try and one retry
-    assert lm.faults.stage("other").calls == 0
+    assert lm.tally.stage("other").calls == 0
 
 
 async def test_a_wrong_key_or_model_is_not_a_failed_call_but_stops():
@@ -121,7 +121,7 @@ async def test_an_unreadable_reply_is_asked_again_then_a_failed_call(body, kind)
     lm = scripted(handler, max_retries=1)
     with pytest.raises(ModelCallFailed, match=kind):
         await lm.complete(ASK)
-    faults = lm.faults.stage("other")
+    faults = lm.tally.stage("other")
     assert faults.calls_failed == {kind: 1} and faults.attempts_failed == {kind: 2}
 
 
@@ -136,8 +136,8 @@ async def test_a_reply_cut_short_once_is_asked_again():
 
     lm = scripted(handler)
     assert (await lm.complete(ASK)).text == "Paris"
-    assert lm.faults.stage("other").attempts_failed == {"malformed": 1}
-    assert lm.faults.stage("other").failed == 0
+    assert lm.tally.stage("other").attempts_failed == {"malformed": 1}
+    assert lm.tally.stage("other").failed == 0
 
 
 async def test_a_request_the_server_turns_down_is_a_failed_call_not_retried():
@@ -190,7 +190,7 @@ async def test_choice_logprobs_without_any_choice_is_a_failed_call_not_a_tie(ans
     lm = scripted(lambda request: httpx.Response(200, json=answer))
     with pytest.raises(ModelCallFailed, match=why):
         await lm.choice_logprobs(ASK, ["Yes", "No"])
-    assert lm.faults.stage("other").calls_failed == {"malformed": 1}
+    assert lm.tally.stage("other").calls_failed == {"malformed": 1}
 
 
 async def test_complete_asked_for_logprobs_without_them_is_a_failed_call():
@@ -344,3 +344,20 @@ async def test_adapters_through_the_local_server(served, tmp_path):
         await lm.load_adapter("broken", tmp_path / "no-adapter-here")
     assert await lm.adapters() == ["night-1"]
     await lm.aclose()
+
+
+async def test_tokens_and_their_cost_are_counted_per_stage():
+    lm = scripted(
+        lambda request: httpx.Response(200, json=reply()),
+        prompt_price_per_million=1.0,
+        completion_price_per_million=2.0,
+    )
+    token = current_stage.set("prompts")
+    try:
+        await lm.complete(ASK)
+        await lm.complete(ASK)
+    finally:
+        current_stage.reset(token)
+    stage = lm.tally.stage("prompts")
+    assert (stage.calls, stage.prompt_tokens, stage.completion_tokens) == (2, 10, 2)
+    assert stage.cost_usd == pytest.approx((10 * 1.0 + 2 * 2.0) / 1e6)

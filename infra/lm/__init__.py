@@ -1,16 +1,16 @@
 """Model backends behind one async `LM` protocol."""
 
-from infra.lm.faults import FaultTally, ModelCallFailed, StageFaults, current_stage
+from infra.lm.calls import CallTally, ModelCallFailed, StageCalls, current_stage
 from infra.lm.protocol import LM, AdapterLM, Completion, Message, Usage
 
 __all__ = [
     "LM",
     "AdapterLM",
     "Completion",
-    "FaultTally",
+    "CallTally",
     "Message",
     "ModelCallFailed",
-    "StageFaults",
+    "StageCalls",
     "Usage",
     "current_stage",
 ]

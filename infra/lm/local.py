@@ -14,9 +14,9 @@ from infra.errors import UserFacingError
 from infra.lm import decode_attention
 from infra.lm.adapters import lora_deltas
 from infra.lm.batcher import Batcher, Generation, Request
+from infra.lm.calls import CallTally, ModelCallFailed
 from infra.lm.choice_scorer import ChoiceScorer
 from infra.lm.cpu import cpu_has_fast_bf16
-from infra.lm.faults import FaultTally, ModelCallFailed
 from infra.lm.fused_decode import is_supported
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
@@ -77,7 +77,10 @@ class LocalLM:
             adapt_threads=settings.adapt_threads,
         )
         self.scorer = ChoiceScorer(self.batcher)
-        self.faults = FaultTally()  # calls per stage; only a prompt too long fails here
+        # calls and tokens per stage; only a prompt too long fails here
+        self.tally = CallTally(
+            (settings.prompt_price_per_million, settings.completion_price_per_million)
+        )
 
     def describe(self) -> str:
         """The engine this process runs: dtype, threads, and what was checked on this CPU."""
@@ -112,12 +115,12 @@ class LocalLM:
         """The prompt's tokens, counted as a call; a prompt that leaves no room for `after`
         more tokens in the context is refused alone, as a server answers 400, before it
         can take its batch down with it."""
-        self.faults.call()
+        self.tally.call()
         ids = self.prompt_ids(messages)
         limit = self.batcher.max_positions
         if len(ids) + after > limit:
-            self.faults.attempt_failed("refused")
-            self.faults.call_failed("refused")
+            self.tally.attempt_failed("refused")
+            self.tally.call_failed("refused")
             too_long = f"a prompt of {len(ids)} tokens exceeds the model's {limit}-token context"
             raise ModelCallFailed("refused", too_long)
         return ids
@@ -146,7 +149,9 @@ class LocalLM:
             want_logprobs=logprobs or top_logprobs > 0,
             top_logprobs=top_logprobs,
         )
-        return self._completion(await self.batcher.generate(request), request)
+        done = self._completion(await self.batcher.generate(request), request)
+        self.tally.tokens(done.usage.prompt_tokens, done.usage.completion_tokens)
+        return done
 
     def _completion(self, gen: Generation, request: Request) -> LocalCompletion:
         ids = gen.token_ids
@@ -184,6 +189,7 @@ class LocalLM:
         self._check_adapter(adapter)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
         prompt = self._fitting(messages, after=max(map(len, answers)))
+        self.tally.tokens(len(prompt) + sum(map(len, answers)), 0)  # read, none written
         return await self.scorer.score(prompt, answers, adapter)
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ import openai
 import pydantic
 from openai import AsyncOpenAI
 
-from infra.lm.faults import CountingTransport, FaultKind, FaultTally, ModelCallFailed
+from infra.lm.calls import CallTally, CountingTransport, FaultKind, ModelCallFailed
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.settings import LMSettings
@@ -47,9 +47,11 @@ class OpenAILM:
     def __init__(self, settings: LMSettings, transport: httpx.AsyncBaseTransport | None = None):
         self.model = settings.model
         self._settings = settings
-        self.faults = FaultTally()
+        self.tally = CallTally(
+            (settings.prompt_price_per_million, settings.completion_price_per_million)
+        )
         key = settings.api_key.get_secret_value() if settings.api_key else "EMPTY"
-        counted = CountingTransport(transport or httpx.AsyncHTTPTransport(), self.faults)
+        counted = CountingTransport(transport or httpx.AsyncHTTPTransport(), self.tally)
         self.client = AsyncOpenAI(
             base_url=settings.base_url,
             api_key=key,  # only the SDK holds it; nothing here prints or logs it
@@ -96,17 +98,19 @@ class OpenAILM:
         """One chat completion with at least one choice, or `ModelCallFailed`. A reply
         that is not one (a body cut short) is asked again like a 5xx, which the SDK
         does not do: up to `max_retries` times, after 0.5 s, 1 s, 2 s..."""
-        self.faults.call()
+        self.tally.call()
         async with self._slots:
             for attempt in range(self._settings.max_retries + 1):
                 try:
                     response = await self._create_once(**kwargs)
                 except UnreadableReply as error:
-                    self.faults.attempt_failed("malformed")
+                    self.tally.attempt_failed("malformed")
                     if attempt == self._settings.max_retries:
                         raise self._failed("malformed", str(error)) from error
                     await asyncio.sleep(0.5 * 2**attempt)
                 else:
+                    if usage := response.usage:
+                        self.tally.tokens(usage.prompt_tokens, usage.completion_tokens)
                     return response
         raise AssertionError("unreachable")
 
@@ -118,7 +122,7 @@ class OpenAILM:
             if kind is None:  # 401, 403, 404: the settings are wrong, not the call
                 raise
             if kind == "refused":  # not a fault the transport sees
-                self.faults.attempt_failed(kind)
+                self.tally.attempt_failed(kind)
             raise self._failed(kind, f"HTTP {error.status_code}") from error
         except openai.APITimeoutError as error:
             raise self._failed("timeout", "no reply in time") from error
@@ -131,7 +135,7 @@ class OpenAILM:
         return response
 
     def _failed(self, kind: FaultKind, detail: str) -> ModelCallFailed:
-        self.faults.call_failed(kind)
+        self.tally.call_failed(kind)
         return ModelCallFailed(kind, f"{detail} from {self.client.base_url}")
 
     async def complete(
@@ -166,7 +170,7 @@ class OpenAILM:
         usage = response.usage
         content = choice.logprobs.content if choice.logprobs else None
         if extra.get("logprobs") and not content:
-            self.faults.attempt_failed("malformed")
+            self.tally.attempt_failed("malformed")
             raise self._failed("malformed", "the reply has no log-probabilities")
         return Completion(
             text=choice.message.content or "",
@@ -201,7 +205,7 @@ class OpenAILM:
         logprobs = response.choices[0].logprobs
         content = logprobs.content if logprobs else None
         if not content or not content[0].top_logprobs:
-            self.faults.attempt_failed("malformed")
+            self.tally.attempt_failed("malformed")
             raise self._failed("malformed", "the reply has no top log-probabilities")
         listed = [(t.token.strip(), t.logprob) for t in content[0].top_logprobs]
         scores = []
@@ -209,7 +213,7 @@ class OpenAILM:
             prefixes = [(len(t), lp) for t, lp in listed if t and choice.strip().startswith(t)]
             scores.append(max(prefixes)[1] if prefixes else None)
         if all(score is None for score in scores):
-            self.faults.attempt_failed("malformed")
+            self.tally.attempt_failed("malformed")
             first = content[0].token
             raise self._failed("malformed", f"the reply starts {first!r}, none of {choices}")
         return [MISSING_LOGPROB if score is None else score for score in scores]

@@ -21,7 +21,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
-from infra.lm.faults import ModelCallFailed
+from infra.lm.calls import ModelCallFailed
 from infra.lm.local import LocalCompletion, LocalLM
 from infra.settings import LMSettings
 

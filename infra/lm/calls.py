@@ -1,12 +1,14 @@
-"""Model calls that fail: what they become, and how many each stage of a night saw.
+"""Model calls per stage of a night: how many, their tokens and cost, and what a call
+that fails becomes.
 
 A backend retries what waiting may cure (its SDK's own retries, with backoff and
 `Retry-After`); a call that still fails, or whose reply cannot be read (truncated JSON,
 no log-probabilities, none of the asked choices among them), raises `ModelCallFailed`.
 Callers leave such a call out of every score and count it: it is never a verdict.
 
-`FaultTally` counts per stage (`current_stage`, set by whoever runs the stages): every
-call, every failed attempt of one (retried or not) and every call that failed for good.
+`CallTally` counts per stage (`current_stage`, set by whoever runs the stages): every
+call, its tokens and their cost at the backend's prices, every failed attempt of one
+(retried or not) and every call that failed for good.
 """
 
 from __future__ import annotations
@@ -36,15 +38,24 @@ class ModelCallFailed(RuntimeError):
 
 
 @dataclass
-class FaultTally:
-    """Per stage: calls made, failed attempts by kind, calls failed for good by kind."""
+class CallTally:
+    """Per stage: calls made, their tokens and cost, failed attempts by kind, calls
+    failed for good by kind. `prices`: USD per million prompt and completion tokens."""
 
+    prices: tuple[float, float] = (0.0, 0.0)
     calls: Counter[str] = field(default_factory=Counter)
+    prompt_tokens: Counter[str] = field(default_factory=Counter)
+    completion_tokens: Counter[str] = field(default_factory=Counter)
     attempts_failed: Counter[tuple[str, FaultKind]] = field(default_factory=Counter)
     calls_failed: Counter[tuple[str, FaultKind]] = field(default_factory=Counter)
 
     def call(self) -> None:
         self.calls[current_stage.get()] += 1
+
+    def tokens(self, prompt: int, completion: int) -> None:
+        stage = current_stage.get()
+        self.prompt_tokens[stage] += prompt
+        self.completion_tokens[stage] += completion
 
     def attempt_failed(self, kind: FaultKind) -> None:
         self.attempts_failed[(current_stage.get(), kind)] += 1
@@ -52,20 +63,24 @@ class FaultTally:
     def call_failed(self, kind: FaultKind) -> None:
         self.calls_failed[(current_stage.get(), kind)] += 1
 
-    def stage(self, name: str) -> StageFaults:
-        return StageFaults(
+    def stage(self, name: str) -> StageCalls:
+        prompt, completion = self.prompt_tokens[name], self.completion_tokens[name]
+        return StageCalls(
             calls=self.calls[name],
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost_usd=(prompt * self.prices[0] + completion * self.prices[1]) / 1e6,
             attempts_failed={k: n for (s, k), n in self.attempts_failed.items() if s == name},
             calls_failed={k: n for (s, k), n in self.calls_failed.items() if s == name},
         )
 
-    def stages(self) -> dict[str, StageFaults]:
+    def stages(self) -> dict[str, StageCalls]:
         names = set(self.calls) | {s for s, _ in self.attempts_failed | self.calls_failed}
         return {name: self.stage(name) for name in sorted(names)}
 
 
 @dataclass(frozen=True)
-class StageFaults:
+class StageCalls:
     """One stage's model calls (plain data, for the night's report)."""
 
     calls: int
@@ -73,10 +88,24 @@ class StageFaults:
     """Failed attempts by kind, the retried ones included."""
     calls_failed: dict[str, int]
     """Calls that failed for good, by kind: left out of the stage's scores."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
 
     @property
     def failed(self) -> int:
         return sum(self.calls_failed.values())
+
+    def __add__(self, other: StageCalls) -> StageCalls:
+        """The same stage's calls on two models (agent and reflection, say)."""
+        return StageCalls(
+            calls=self.calls + other.calls,
+            attempts_failed=dict(Counter(self.attempts_failed) + Counter(other.attempts_failed)),
+            calls_failed=dict(Counter(self.calls_failed) + Counter(other.calls_failed)),
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
 
     @property
     def failed_share(self) -> float:
@@ -92,7 +121,7 @@ def fault_of_status(status: int) -> FaultKind | None:
 class CountingTransport(httpx.AsyncBaseTransport):
     """Counts every failed attempt that goes through it, the SDK's retries included."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, tally: FaultTally) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, tally: CallTally) -> None:
         self._inner = inner
         self._tally = tally
 
