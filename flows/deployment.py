@@ -5,6 +5,8 @@ overrides them (Prefect shows them as this flow's parameters)."""
 
 from __future__ import annotations
 
+import logging
+
 from prefect import flow
 from prefect.runtime import flow_run
 
@@ -12,6 +14,11 @@ from flows.night_report import NightReport
 from flows.nightly import nightly
 from flows.runtime import RUN_ID_FORMAT, Runtime
 from infra.settings import NightKnobs, Settings
+
+# A worker has no progress bars to watch: flywheel's progress lines (each stage's start,
+# new bests, its end) go to the run's logs in the Prefect UI, beside its warnings.
+for package in ("flows", "judges", "infra", "gepa_opt", "weights"):
+    logging.getLogger(package).setLevel(logging.INFO)
 
 # A night stuck past this is stopped (Prefect marks it TimedOut), so it never holds the
 # deployment's one concurrency slot when the next night is due.

@@ -1,6 +1,11 @@
-"""A rich progress line per stage, driven by gepa_opt's events where there are some."""
+"""A rich progress line per stage, driven by gepa_opt's events where there are some; the
+same milestones as log lines (stage started, a new best, stage done), which reach the
+flow run's logs in the Prefect UI (PREFECT_LOGGING_EXTRA_LOGGERS)."""
 
 from __future__ import annotations
+
+import logging
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -15,6 +20,7 @@ from rich.progress import (
 from gepa_opt import BudgetUsed, FrontierChanged, GEPAEvent
 
 console = Console(stderr=True)
+log = logging.getLogger(__name__)
 
 
 class StageProgress:
@@ -40,17 +46,31 @@ class StageProgress:
         self._task = self._progress.add_task(description, total=total_metric_calls, best="")
 
     def __enter__(self) -> StageProgress:
+        self._started = time.monotonic()
+        log.info("%s: started", self.description)
         self._progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, error_type, *exc) -> None:
         self._progress.stop()
+        seconds = time.monotonic() - self._started
+        how = "done" if error_type is None else f"failed ({error_type.__name__})"
+        best = f", best {self.curve[-1][1]:.3f}" if self.curve else ""
+        calls = f", {self.calls_used} metric calls" if self.calls_used else ""
+        log.info("%s: %s in %.0f s%s%s", self.description, how, seconds, calls, best)
 
     def on_event(self, event: GEPAEvent) -> None:
         if isinstance(event, BudgetUsed):
             self.calls_used = event.metric_calls_used
             self._progress.update(self._task, completed=event.metric_calls_used)
         elif isinstance(event, FrontierChanged):
+            if self.curve and event.best_score > self.curve[-1][1]:
+                log.info(
+                    "%s: best %.3f after %d metric calls",
+                    self.description,
+                    event.best_score,
+                    self.calls_used,
+                )
             self.curve.append((self.calls_used, event.best_score))
             self._progress.update(
                 self._task,

@@ -95,3 +95,5 @@ def test_prefect_yaml_deploys_the_night_and_a_worker_runs_it_with_a_knob_overrid
     # flywheel's own log lines reach the run's logs in Prefect (the malformed line skipped)
     ours = [message for name, message in logs if name.split(".")[0] in ("infra", "flows")]
     assert any("skipped" in message for message in ours), logs[:10]
+    # and its progress: each stage's start and end
+    assert any("judge alignment: done in" in message for message in ours), ours

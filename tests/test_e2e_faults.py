@@ -56,8 +56,9 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
     (export / "heldout.jsonl").write_text("\n".join(heldout) + "\n")
 
     clean_fake = FakeOpenAI()
-    # 20% of a request's first three tries fail; the SDK makes up to four (max_retries 3)
-    flaky_fake = FakeOpenAI(fault_share=0.2, faults_per_request=3, refuse_marker=MARKER)
+    # 30% of a request's first three tries fail (about a fifth of all requests, since
+    # a request seen more often than that no longer fails); the SDK makes up to four
+    flaky_fake = FakeOpenAI(fault_share=0.3, faults_per_request=3, refuse_marker=MARKER)
     with prefect_test_harness(), serving(clean_fake) as clean_url, serving(flaky_fake) as url:
         clean_settings = night_settings(tmp_path, "clean", export, clean_url)
         flaky_settings = night_settings(tmp_path, "flaky", export, url)
@@ -66,7 +67,7 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
 
     # faults were injected in earnest, and the night counted each one where it happened
     injected = flaky_fake.injected
-    assert sum(injected[k] for k in KINDS) >= 0.1 * flaky_fake.requests
+    assert sum(injected[k] for k in KINDS) >= 0.15 * flaky_fake.requests
     assert all(injected[k] > 0 for k in KINDS), injected
     counted: Counter[str] = Counter()
     for stage in flaky.calls.values():

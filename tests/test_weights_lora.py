@@ -92,3 +92,18 @@ def test_training_continues_from_a_base_adapter(trained):
     second_model = load_for_inference(base, second.path)
     name = next(n for n in first_model.state_dict() if "lora_B" in n)
     assert not torch.equal(first_model.state_dict()[name], second_model.state_dict()[name])
+
+
+def test_a_save_killed_midway_leaves_nothing_a_rerun_trips_on(trained, tmp_path):
+    """SIGKILL inside the save leaves only the hidden partial folder (the adapter appears
+    by one rename, its summary inside): the rerun clears it and trains again."""
+    base, _, _ = trained
+    target = tmp_path / "adapter"
+    partial = target.with_name(f".{target.name}.partial")
+    partial.mkdir()
+    (partial / "adapter_config.json").write_text("{half written")
+    assert not target.exists()
+    cfg = LoraSettings(batch_size=4, max_seq_length=64, learning_rate=1e-3)
+    result = train_sft_adapter(records(), base, target, cfg)
+    assert adapter_files_ok(result.path) and not partial.exists()
+    assert json.loads((target / TRAINING_SUMMARY).read_text())["steps"] == result.steps
