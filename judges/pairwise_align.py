@@ -12,6 +12,7 @@ from __future__ import annotations
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
 from judges.calibration import balancing_weights
+from judges.calls import for_gepa
 from judges.pairwise import PairwiseJudge, PairwiseVerdict
 from judges.reflective import Record, reflective_dataset, their_comment
 from judges.types import PairwiseItem, Preference
@@ -39,7 +40,7 @@ class PairwiseAlignmentAdapter(Adapter):
     ) -> EvaluationBatch:
         if unlabelled := [item.id for item in batch if item.human_prefers is None]:
             raise ValueError(f"pairwise alignment needs human labels; missing on {unlabelled}")
-        verdicts = await PairwiseJudge(self.lm, candidate).verdicts(batch)
+        verdicts = await for_gepa(PairwiseJudge(self.lm, candidate).verdicts(batch))
         scores = [
             self.weights[item.human_prefers] * (v.p_a if item.human_prefers == "A" else 1 - v.p_a)
             for item, v in zip(batch, verdicts, strict=True)
