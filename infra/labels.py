@@ -22,11 +22,13 @@ from pathlib import Path
 
 from infra.traces.types import Annotation, TraceRecord
 
-SCHEMA = """
+LABELS = """
 create table if not exists labels (
     trace_id text not null, name text not null, annotation_id text not null,
     stamp text not null, annotation text not null, trace text not null,
-    primary key (trace_id, name, annotation_id));
+    primary key (trace_id, name, annotation_id))"""
+SCHEMA = f"""
+{LABELS};
 create table if not exists watermarks (name text primary key, stamp text not null);
 create table if not exists requested (trace_id text primary key, stamp text not null);
 """
@@ -36,7 +38,7 @@ class LabelStore:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        with closing(self._db()) as db, db:
+        with closing(self._db()) as db:
             _migrate_one_label_per_trace(db)
             db.executescript(SCHEMA)
 
@@ -106,17 +108,19 @@ class LabelStore:
 
 def _migrate_one_label_per_trace(db: sqlite3.Connection) -> None:
     """Stores made before labels were kept per annotation held one per trace: key each
-    row by the annotation it holds."""
+    row by the annotation it holds, in one transaction (a crash keeps the old table)."""
     columns = [row[1] for row in db.execute("pragma table_info(labels)")]
     if not columns or "annotation_id" in columns:
         return
-    rows = db.execute("select trace_id, name, stamp, annotation, trace from labels").fetchall()
-    db.execute("drop table labels")
-    db.executescript(SCHEMA)
-    db.executemany(
-        "insert into labels values (?, ?, ?, ?, ?, ?)",
-        [(t, n, json.loads(a)["id"], s, a, tr) for t, n, s, a, tr in rows],
+    db.execute("begin")  # the table changes below are part of it too
+    db.execute("alter table labels rename to labels_one_per_trace")
+    db.execute(LABELS)
+    db.execute(
+        "insert into labels select trace_id, name, json_extract(annotation, '$.id'), stamp, "
+        "annotation, trace from labels_one_per_trace"
     )
+    db.execute("drop table labels_one_per_trace")
+    db.commit()
 
 
 def _dump(record: Annotation | TraceRecord) -> str:
