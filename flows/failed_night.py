@@ -7,6 +7,13 @@ from __future__ import annotations
 import logging
 
 from flows.collect import Collected, summarize
+from flows.night_report import (
+    alignment_metrics,
+    heldout_metrics,
+    prompt_metrics,
+    seconds_metrics,
+    trace_metrics,
+)
 from flows.runtime import Runtime
 from flows.stage_calls import call_metrics
 from flows.stage_clock import StageClock
@@ -25,20 +32,17 @@ class _EndFailed(Exception):
 
 def measured(clock: StageClock, calls: dict[str, StageCalls]) -> dict[str, float]:
     """Flat numbers of the stages that finished, named as a whole night's report names
-    them (`NightReport.metrics`)."""
-    out = call_metrics(calls)
-    out |= {f"{name}_seconds": end - begin for name, (begin, end) in clock.intervals.items()}
+    them (`night_report`'s metric helpers)."""
+    out = call_metrics(calls) | seconds_metrics(clock.intervals)
     for name, result in clock.results.items():
         if isinstance(result, Collected):
-            out |= {f"traces_{k}": float(v) for k, v in summarize(result).items()}
+            out |= trace_metrics(summarize(result))
         elif isinstance(result, Alignment):
-            out |= {f"judge_aligned_{k}": v for k, v in result.judge.heldout.items()}
-            out["judge_metric_calls"] = float(result.metric_calls)
+            out |= alignment_metrics(result)
         elif isinstance(result, PromptStage):
-            out |= {"agent_val_seed": result.seed_val, "agent_val_best": result.best_val}
-            out["agent_metric_calls"] = float(result.metric_calls)
-        elif isinstance(result, Evaluation) and result.accuracy is not None:
-            out[f"heldout_{name.removeprefix('eval_')}_accuracy"] = result.accuracy
+            out |= prompt_metrics(result)
+        elif isinstance(result, Evaluation):
+            out |= heldout_metrics(name.removeprefix("eval_"), result)
     return out
 
 

@@ -69,31 +69,13 @@ class NightReport:
 
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow: before/after of every stage."""
-        out: dict[str, float] = {f"traces_{k}": float(v) for k, v in self.collected.items()}
-        aligned = self.alignment
-        for prefix, judge in (("judge_seed", aligned.seed), ("judge_aligned", aligned.judge)):
-            out |= {f"{prefix}_{k}": v for k, v in judge.heldout.items()}
-        primary = aligned.primary
+        out = trace_metrics(self.collected) | alignment_metrics(self.alignment)
+        out |= prompt_metrics(self.prompt) | seconds_metrics(self.stage_intervals)
         out |= {
-            "judge_metric_calls": aligned.metric_calls,
-            "judge_threshold": aligned.judge.threshold,
-            f"judge_val_{primary}_best": aligned.val_score,
-            f"judge_val_{primary}_seed": aligned.seed_val_score,
-            "judge_kept_seed": float(aligned.kept_seed),
-            "judge_unparseable_verdicts": float(aligned.unparseable),
-            "agent_judge_unparseable_verdicts": float(self.prompt.judge_unparseable),
             "judge_trusted": float(self.judge_trusted),
-            "agent_metric_calls": self.prompt.metric_calls,
-            "agent_reflection_calls": self.prompt.reflection_calls,
-            "agent_candidates": self.prompt.candidates,
-            "agent_val_seed": self.prompt.seed_val,
-            "agent_val_best": self.prompt.best_val,
             "lora_records": self.lora.records,
             "lora_val_without": self.lora.val_without,
             "wall_seconds": self.seconds,
-        }
-        out |= {
-            f"{name}_seconds": end - begin for name, (begin, end) in self.stage_intervals.items()
         }
         used, previous = self.gate.judge, self.gate.previous
         out["judge_gate_passed"] = float(self.gate.decision.passed)
@@ -115,7 +97,50 @@ class NightReport:
         if self.lora.train_loss is not None:
             out["lora_train_loss"] = self.lora.train_loss
         for stage, ev in self.evals.items():
-            out[f"heldout_{stage}_judge_pass_rate"] = ev.judge_pass_rate
-            if ev.accuracy is not None:
-                out[f"heldout_{stage}_accuracy"] = ev.accuracy
+            out |= heldout_metrics(stage, ev)
         return out
+
+
+# A stage's numbers, named once: a whole night's report and a failed night's run
+# (`flows.failed_night`) log the same names.
+
+
+def trace_metrics(summary: dict[str, int]) -> dict[str, float]:
+    return {f"traces_{k}": float(v) for k, v in summary.items()}
+
+
+def alignment_metrics(aligned: Alignment) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for prefix, judge in (("judge_seed", aligned.seed), ("judge_aligned", aligned.judge)):
+        out |= {f"{prefix}_{k}": v for k, v in judge.heldout.items()}
+    primary = aligned.primary
+    return out | {
+        "judge_metric_calls": aligned.metric_calls,
+        "judge_threshold": aligned.judge.threshold,
+        f"judge_val_{primary}_best": aligned.val_score,
+        f"judge_val_{primary}_seed": aligned.seed_val_score,
+        "judge_kept_seed": float(aligned.kept_seed),
+        "judge_unparseable_verdicts": float(aligned.unparseable),
+    }
+
+
+def prompt_metrics(prompt: PromptStage) -> dict[str, float]:
+    return {
+        "agent_judge_unparseable_verdicts": float(prompt.judge_unparseable),
+        "agent_metric_calls": prompt.metric_calls,
+        "agent_reflection_calls": prompt.reflection_calls,
+        "agent_candidates": prompt.candidates,
+        "agent_val_seed": prompt.seed_val,
+        "agent_val_best": prompt.best_val,
+    }
+
+
+def heldout_metrics(stage: str, ev: Evaluation) -> dict[str, float]:
+    out = {f"heldout_{stage}_judge_pass_rate": ev.judge_pass_rate}
+    if ev.accuracy is not None:
+        out[f"heldout_{stage}_accuracy"] = ev.accuracy
+    return out
+
+
+def seconds_metrics(intervals: dict[str, tuple[float, float]]) -> dict[str, float]:
+    return {f"{name}_seconds": end - begin for name, (begin, end) in intervals.items()}

@@ -699,13 +699,14 @@ class GEPAEngine(Generic[DataInst]):
                 batch = await self._evaluate(
                     plan.candidate, Split.VAL, subsample, reservation, iteration
                 )
-            except CallFailed:  # tried as if it lost: its parents stay as they are
-                batch = EvaluationBatch(outputs=[], scores=[float("-inf")] * len(ids))
-            merged = dict(zip(ids, batch.scores, strict=True))
+                merged = dict(zip(ids, batch.scores, strict=True))
+            except CallFailed:  # no subsample scores: not accepted, its parents stay
+                merged = {}
             i_scores, j_scores = state.val_scores[plan.i], state.val_scores[plan.j]
             parents_best = max(sum(i_scores[k] for k in ids), sum(j_scores[k] for k in ids))
             candidate_idx = None
-            if merge_accepted(merged, i_scores, j_scores) and not state.contains(plan.candidate):
+            accepted = bool(merged) and merge_accepted(merged, i_scores, j_scores)
+            if accepted and not state.contains(plan.candidate):
                 try:
                     val = await self._evaluate(
                         plan.candidate, Split.VAL, self._val, reservation, iteration

@@ -116,6 +116,7 @@ class Evaluator(Generic[DataInst]):
                     future.exception()  # retrieved: only the waiters need it
         failed = [key for key, ok in zip(mine, answered, strict=True) if not ok]
         reservation.refund(len(failed))  # no result: no charge
+        charged = len(mine) - len(failed)
         outcomes = await asyncio.gather(*theirs.values(), return_exceptions=True)
         for key, outcome in zip(theirs, outcomes, strict=True):
             if isinstance(outcome, CallFailed):
@@ -135,7 +136,7 @@ class Evaluator(Generic[DataInst]):
             if with_objectives
             else None,
         )
-        return batch, len(mine) - len([k for k in failed if k in mine])
+        return batch, charged
 
     async def _run_one(
         self,
@@ -147,7 +148,7 @@ class Evaluator(Generic[DataInst]):
         reservation: Reservation,
     ) -> bool:
         """Run one example, tried again while it raises `CallFailed`; False if every try
-        did (its waiters then see `CallFailed` too)."""
+        did (`evaluate` then fails its waiters too)."""
         for _ in range(self._attempts):
             try:
                 result = await self._workers.run(
@@ -159,10 +160,6 @@ class Evaluator(Generic[DataInst]):
         else:
             if self.journal is not None:
                 self.journal.failed(key)
-            future = self._in_flight.get(key)
-            if future is not None and not future.done():
-                future.set_exception(CallFailed(f"evaluation of {key[1]} {key[2]} failed"))
-                future.exception()  # retrieved: only the waiters need it
             return False
         _check(result, 1, traced)
         trajectory = result.trajectories[0] if traced else None

@@ -104,28 +104,32 @@ def reply(body: dict) -> dict:
     top ones, a fenced proposal for a reflection prompt, else a short label."""
     messages = body["messages"]
     h = _unit(messages, body.get("seed"))
-    text, logprobs = f"label-{int(h * 7)}", None
     if body.get("top_logprobs"):
         p_yes = 0.05 + 0.9 * h
-        tops = [("Yes", math.log(p_yes)), ("No", math.log(1 - p_yes)), ("Maybe", -9.0)]
+        top = {"Yes": math.log(p_yes), "No": math.log(1 - p_yes), "Maybe": -9.0}
         text = "Yes" if p_yes >= 0.5 else "No"
-        logprobs = {
-            "content": [
-                {
-                    "token": text,
-                    "logprob": max(lp for _, lp in tops),
-                    "bytes": None,
-                    "top_logprobs": [{"token": t, "logprob": lp, "bytes": None} for t, lp in tops],
-                }
-            ]
-        }
-    elif "```" in messages[-1]["content"]:
+        return chat_completion(text, top, body["model"], usage=(10, 2))
+    if "```" in messages[-1]["content"]:
         text = f"```\nAnswer with the one best label. Rule {int(h * 9)}.\n```"
+        return chat_completion(text, None, body["model"], usage=(10, 2))
+    return chat_completion(f"label-{int(h * 7)}", None, body["model"], usage=(10, 2))
+
+
+def chat_completion(
+    text: str, top: dict[str, float] | None, model: str = "m", usage: tuple[int, int] = (5, 1)
+) -> dict:
+    """An OpenAI chat completion body: `text`, and `top` as its first token's top
+    log-probabilities when given."""
+    logprobs = None
+    if top is not None:
+        tops = [{"token": t, "logprob": v, "bytes": None} for t, v in top.items()]
+        first = {"token": text, "logprob": top.get(text, -0.1), "bytes": None}
+        logprobs = {"content": [first | {"top_logprobs": tops}]}
     return {
         "id": "fake",
         "object": "chat.completion",
         "created": 0,
-        "model": body["model"],
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -134,7 +138,11 @@ def reply(body: dict) -> dict:
                 "logprobs": logprobs,
             }
         ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        },
     }
 
 

@@ -21,6 +21,7 @@ from infra.lm.openai_lm import MISSING_LOGPROB, OpenAILM
 from infra.lm.protocol import AdapterLM
 from infra.lm.server import create_app
 from infra.settings import LMSettings
+from tests.fake_openai import chat_completion
 from tests.fakes import random_lora_adapter
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
@@ -28,27 +29,7 @@ JSON = {"content-type": "application/json"}
 
 
 def reply(text: str = "Paris", top: dict[str, float] | None = None) -> dict:
-    logprobs = None
-    if top is not None:
-        tops = [{"token": t, "logprob": v, "bytes": None} for t, v in top.items()]
-        logprobs = {
-            "content": [{"token": text, "logprob": -0.1, "bytes": None, "top_logprobs": tops}]
-        }
-    return {
-        "id": "x",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-                "logprobs": logprobs,
-            }
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-    }
+    return chat_completion(text, top)
 
 
 def scripted(handler, **settings) -> OpenAILM:

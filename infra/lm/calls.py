@@ -113,9 +113,16 @@ class StageCalls:
 
 
 def fault_of_status(status: int) -> FaultKind | None:
+    """What an HTTP status says about the call (the SDK retries 408, 409, 429 and 5xx);
+    None for a success, or for a status the settings cause (key, model name, URL: 401,
+    403, 404), which must stop the night rather than count as one failed call."""
     if status == 429:
         return "rate_limited"
-    return "server_error" if status >= 500 else None
+    if status >= 500 or status in (408, 409):
+        return "server_error"
+    if status in (400, 413, 422):  # this request: too long, or turned down
+        return "refused"
+    return None
 
 
 class CountingTransport(httpx.AsyncBaseTransport):

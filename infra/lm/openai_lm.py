@@ -13,7 +13,13 @@ import openai
 import pydantic
 from openai import AsyncOpenAI
 
-from infra.lm.calls import CallTally, CountingTransport, FaultKind, ModelCallFailed
+from infra.lm.calls import (
+    CallTally,
+    CountingTransport,
+    FaultKind,
+    ModelCallFailed,
+    fault_of_status,
+)
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.settings import LMSettings
@@ -39,7 +45,7 @@ class OpenAILM:
     exponential backoff and jitter are the SDK's own, `settings.max_retries` times; a
     timed-out attempt's connection is closed, which is how vLLM learns to abort it. A
     call that still fails, or whose reply cannot be read, raises `ModelCallFailed`, and
-    `faults` counts both. An adapter is a model name: vLLM serves each LoRA adapter
+    `tally` counts both. An adapter is a model name: vLLM serves each LoRA adapter
     under its own name (`--lora-modules name=path`, or loaded at run time with
     `load_adapter`).
     """
@@ -104,9 +110,9 @@ class OpenAILM:
                 try:
                     response = await self._create_once(**kwargs)
                 except UnreadableReply as error:
-                    self.tally.attempt_failed("malformed")
                     if attempt == self._settings.max_retries:
                         raise self._failed("malformed", str(error)) from error
+                    self.tally.attempt_failed("malformed")
                     await asyncio.sleep(0.5 * 2**attempt)
                 else:
                     if usage := response.usage:
@@ -118,11 +124,9 @@ class OpenAILM:
         try:
             response = await self.client.chat.completions.create(**kwargs)
         except openai.APIStatusError as error:
-            kind = _fault_of(error)
+            kind = fault_of_status(error.status_code)
             if kind is None:  # 401, 403, 404: the settings are wrong, not the call
                 raise
-            if kind == "refused":  # not a fault the transport sees
-                self.tally.attempt_failed(kind)
             raise self._failed(kind, f"HTTP {error.status_code}") from error
         except openai.APITimeoutError as error:
             raise self._failed("timeout", "no reply in time") from error
@@ -135,6 +139,10 @@ class OpenAILM:
         return response
 
     def _failed(self, kind: FaultKind, detail: str) -> ModelCallFailed:
+        """Count the call as failed for good (and, for a reply that cannot be read, its
+        last attempt, which the transport saw succeed)."""
+        if kind == "malformed":
+            self.tally.attempt_failed(kind)
         self.tally.call_failed(kind)
         return ModelCallFailed(kind, f"{detail} from {self.client.base_url}")
 
@@ -170,7 +178,6 @@ class OpenAILM:
         usage = response.usage
         content = choice.logprobs.content if choice.logprobs else None
         if extra.get("logprobs") and not content:
-            self.tally.attempt_failed("malformed")
             raise self._failed("malformed", "the reply has no log-probabilities")
         return Completion(
             text=choice.message.content or "",
@@ -205,7 +212,6 @@ class OpenAILM:
         logprobs = response.choices[0].logprobs
         content = logprobs.content if logprobs else None
         if not content or not content[0].top_logprobs:
-            self.tally.attempt_failed("malformed")
             raise self._failed("malformed", "the reply has no top log-probabilities")
         listed = [(t.token.strip(), t.logprob) for t in content[0].top_logprobs]
         scores = []
@@ -213,23 +219,9 @@ class OpenAILM:
             prefixes = [(len(t), lp) for t, lp in listed if t and choice.strip().startswith(t)]
             scores.append(max(prefixes)[1] if prefixes else None)
         if all(score is None for score in scores):
-            self.tally.attempt_failed("malformed")
             first = content[0].token
             raise self._failed("malformed", f"the reply starts {first!r}, none of {choices}")
         return [MISSING_LOGPROB if score is None else score for score in scores]
 
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def _fault_of(error: openai.APIStatusError) -> FaultKind | None:
-    """A status the call itself caused (the SDK retried it where that may help); None
-    for one the settings cause (key, model name, URL), which must stop the night."""
-    status = error.status_code
-    if status == 429:
-        return "rate_limited"
-    if status >= 500 or status in (408, 409):
-        return "server_error"
-    if status in (400, 413, 422):  # this request: too long, or turned down
-        return "refused"
-    return None
