@@ -89,9 +89,10 @@ class GEPAConfig:
     continue_winners: bool = True
     """A group whose best child won goes on from that child at once, beside its valset
     pass, instead of drawing its next parent once the pass is done: each accepted
-    generation then costs the critical path of its minibatches and reflection only. The
-    other groups, and a group whose children all failed, draw parents from the Pareto
-    front as usual. False: every group draws (the paper's Algorithm 1)."""
+    generation then costs the critical path of its minibatches and reflection only. A
+    continued group whose children all failed while its parent's pass still runs tries
+    that parent again; the other groups draw parents from the Pareto front as usual.
+    False: every group draws (the paper's Algorithm 1)."""
 
     parent_pruning: Pruning = "coverage"
     """Which Pareto-front candidates stay parents (`pareto.py`): "coverage" (upstream's

@@ -4,10 +4,10 @@ Proposals run in sibling groups (`GEPAConfig.proposal_shape` P x N: P groups, N 
 each): a group draws its parent and minibatch from the pool as it is when it starts, pays
 the parent's minibatch once, reflects N times, judges each child on the minibatch, sends
 its winners (`GEPAConfig.siblings`) to the valset, and the next group starts the moment
-one ends. All LM-bound calls share one pool of `max_concurrency` slots, the oldest
-proposal's calls first; `in_flight.InFlightPolicy` decides whether slots that would still
-idle start more groups. A group starts only if its worst-case cost fits beside the work
-in flight, so the budget is never overshot.
+one ends. All LM-bound calls share one pool of `max_concurrency` slots, minibatch and
+reflection work first (`_priority`); `in_flight.InFlightPolicy` decides whether slots
+that would still idle start more groups. A group starts only if its worst-case cost
+fits beside the work in flight, so the budget is never overshot.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Generic
 
 from gepa_opt.budget import Budget, Reservation
 from gepa_opt.cache import EvaluationCache, Split
+from gepa_opt.checkpoint import GroupInFlight, Position, load_run, replay_journal, save_run
 from gepa_opt.components import make_component_selector
 from gepa_opt.config import GEPAConfig
 from gepa_opt.evaluator import Evaluator, Example
@@ -58,8 +59,6 @@ from gepa_opt.runtime_model import CallLatency, auto_shape
 from gepa_opt.sampling import EpochSampler
 from gepa_opt.selection import make_candidate_selector
 from gepa_opt.shape import ProposalShape
-from gepa_opt.snapshot import restore, snapshot_of
-from gepa_opt.snapshot_json import decode_example_id, encode_example_id
 from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.stopping import LMUsage, RunProgress
 from gepa_opt.types import (
@@ -165,6 +164,10 @@ class GEPAEngine(Generic[DataInst]):
         self._busy: Counter[str] = Counter()
         self._continued: list[Draw] = []  # winners whose next group is due (continue_winners)
         self._wake = asyncio.Event()  # a group freed its place before its task ended
+        # continued groups announce their proposals once their parent is admitted, the
+        # finished ones with their rejections: in one piece, or the events would show
+        # more proposals in flight than there were
+        self._announcing = asyncio.Lock()
         self._proposals_in_flight = 0
         self._judged = self._improved = 0  # children judged on a minibatch, and beating it
         self._admitted = self._leads = 0  # winners added to the pool, and those that led it
@@ -448,6 +451,14 @@ class GEPAEngine(Generic[DataInst]):
             # (winner, its valset reservation, or None: reserved by its admission, side by
             # side with the others', since one holding budget another waits for would hang)
             admissions: list[tuple[Trial, Reservation | None]] = [(t, None) for t in winners]
+            if not winners and not draw.parent_index.done():
+                # a continued group that failed: its parent, the lineage's newest winner,
+                # is not in the pool until its valset pass ends, so a draw now would miss
+                # it; try it again on the next minibatch instead of waiting for that pass
+                self._continued.append(self._draw_from(draw.parent, draw.parent_index))
+                self._occupy(draw, len(plans), -1)
+                occupied = False
+                self._wake.set()
             if self._config.continue_winners and len(winners) == 1:
                 (trial,) = winners
                 valset = await self._reserve_valset(trial.child)
@@ -461,24 +472,34 @@ class GEPAEngine(Generic[DataInst]):
                     self._occupy(draw, len(plans), -1)
                     occupied = False
                     self._wake.set()
+            # the winners' valset passes start now; only joining the pool waits for the
+            # parent's index, so a lineage's passes run side by side, not one after another
+            passes = [
+                asyncio.create_task(self._valset_pass(trial, valset))
+                for trial, valset in admissions
+            ]
             try:
-                parent_idx = await draw.parent_index  # a continued group: its parent's admission
-            except ParentNotAdmitted as lost:  # its valset pass failed: nothing to compare to
-                parent_idx = lost.lineage
-                for _, valset in admissions:
-                    if valset is not None:
-                        valset.release()
-                admissions = []
-                for trial in trials:
-                    trial.reason = RejectReason.FAILED_CALLS
-            for trial in trials:
-                if not announced:
-                    await self._announce_start(trial.plan, parent_idx)
-                if trial.reason is not None:
-                    await self._announce_rejection(trial, parent_idx)
-            async with asyncio.TaskGroup() as tasks:
-                for trial, valset in admissions:
-                    tasks.create_task(self._admit(trial, valset, parent_idx))
+                try:
+                    parent_idx = await draw.parent_index  # a continued group: its parent's
+                except ParentNotAdmitted as lost:  # its valset pass failed: nothing to compare
+                    parent_idx = lost.lineage
+                    for running_pass in passes:
+                        running_pass.cancel()
+                    await asyncio.gather(*passes, return_exceptions=True)
+                    admissions, passes = [], []
+                    for trial in trials:
+                        trial.reason = RejectReason.FAILED_CALLS
+                async with self._announcing:  # a late announcement is not interleaved
+                    for trial in trials:
+                        if not announced:
+                            await self._announce_start(trial.plan, parent_idx)
+                        if trial.reason is not None:
+                            await self._announce_rejection(trial, parent_idx)
+                for (trial, _), val in zip(admissions, await asyncio.gather(*passes), strict=True):
+                    await self._admit(trial, val, parent_idx)
+            finally:
+                for running_pass in passes:
+                    running_pass.cancel()
             for trial in trials:
                 await self._events.emit(
                     ProposalFinished(
@@ -606,26 +627,34 @@ class GEPAEngine(Generic[DataInst]):
         await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
         return texts
 
-    async def _admit(self, trial: Trial, valset: Reservation | None, parent_idx: int) -> None:
-        """Line 14: the winner's valset pass (reserved here unless it already was), and
-        its place in the pool."""
-        assert trial.child is not None and trial.child_eval is not None
-        plan, child = trial.plan, trial.child
-        valset = valset or await self._reserve_valset(child)
+    async def _valset_pass(
+        self, trial: Trial, valset: Reservation | None
+    ) -> EvaluationBatch | RejectReason:
+        """Line 14's evaluation: the winner's valset pass (reserved here unless it already
+        was), or why there is none."""
+        assert trial.child is not None
+        valset = valset or await self._reserve_valset(trial.child)
         if valset is None:
-            trial.reason = RejectReason.NO_BUDGET
-            await self._announce_rejection(trial, parent_idx)
-            return
+            return RejectReason.NO_BUDGET
         reserved = valset.left
         try:
-            val = await self._evaluate(child, Split.VAL, self._val, valset, plan.iteration)
+            return await self._evaluate(
+                trial.child, Split.VAL, self._val, valset, trial.plan.iteration
+            )
         except CallFailed:
-            val = None
+            return RejectReason.FAILED_CALLS
         finally:
             trial.paid += reserved - valset.left
             valset.release()
-        if val is None:
-            trial.reason = RejectReason.FAILED_CALLS
+
+    async def _admit(
+        self, trial: Trial, val: EvaluationBatch | RejectReason, parent_idx: int
+    ) -> None:
+        """Line 14's admission: the winner joins the pool with its valset scores."""
+        assert trial.child is not None and trial.child_eval is not None
+        plan, child = trial.plan, trial.child
+        if isinstance(val, RejectReason):
+            trial.reason = val
             await self._announce_rejection(trial, parent_idx)
         elif self.state.contains(child):  # a concurrent proposal wrote the same text first
             trial.reason = RejectReason.DUPLICATE
@@ -771,7 +800,7 @@ class GEPAEngine(Generic[DataInst]):
         reservation: Reservation,
         iteration: int = 0,
     ) -> EvaluationBatch:
-        """Minibatch work before valset passes, older proposals first (`_priority`)."""
+        """Its calls wait for slots in the order `_priority` gives."""
         batch, charged = await self._evaluator.evaluate(
             candidate, split, examples, reservation, priority=_priority(iteration, split)
         )
@@ -789,84 +818,64 @@ class GEPAEngine(Generic[DataInst]):
         }
 
     def _save(self) -> None:
-        """Persist the state: the pool, the budget as charged (calls in flight included:
-        the journal says which were answered), and the groups in flight with their draws,
-        so a resumed run finishes them instead of abandoning what they paid for."""
+        """Persist where the run stands (`checkpoint.py`): a continued group whose parent
+        has no index yet is left out (its parent's group re-runs it)."""
         if self._store is None or self._journal is None or not self.state.candidates:
             return
-        in_flight = [
-            [
+        groups = [
+            GroupInFlight(
                 plans[0].draw.parent_idx,
-                [encode_example_id(i) for i, _ in plans[0].draw.minibatch],
-                [[plan.iteration, plan.components] for plan in plans],
-            ]
+                [i for i, _ in plans[0].draw.minibatch],
+                [(plan.iteration, plan.components) for plan in plans],
+            )
             for plans in self._group_plans.values()
-            if plans[0].draw.known  # a continued group's parent re-runs
+            if plans[0].draw.known
         ]
-        snapshot = snapshot_of(
-            self.state,
-            self._budget,
-            self._evaluator.cache,
-            self._rngs(),
-            extra={
-                "sampler_queue": [encode_example_id(i) for i in self._sampler.queue],
-                "best_score": self._best_score,
-                "since_improvement": self._since_improvement,
-                "journal_offset": self._journal.offset,
-                "in_flight": in_flight,
-            },
+        position = Position(
+            self._sampler.queue,
+            self._best_score,
+            self._since_improvement,
+            self._journal.offset,
+            groups,
         )
-        self._store.save(snapshot)
+        save_run(
+            self._store, self.state, self._budget, self._evaluator.cache, self._rngs(), position
+        )
 
     def _resume(self) -> bool:
-        """Load the state saved in run_dir and what the journal logged after it; True when
-        the run continues from a saved pool (else only the journal's spend carries over)."""
+        """Load the run saved in run_dir and the calls the journal logged after it; True
+        when it continues from a saved pool (else only the journal's spend carries over:
+        a run killed before the seed's valset pass was saved had paid for it)."""
         if self._store is None or self._journal is None:
             return False
-        snapshot = self._store.load()
-        if snapshot is None:
-            self._replay(0)  # killed before the seed's valset was saved: it was paid
-            return False
-        if snapshot.candidates[0] != self._seed:
-            raise ValueError(
-                f"{self._store.state_path}: its seed candidate is not this run's seed; "
-                "use a new GEPAConfig.run_dir for a new run"
+        saved = load_run(self._store, self._seed)
+        if saved is None:
+            self._reflections = replay_journal(
+                self._journal, 0, self._budget, self._evaluator.cache
             )
-        self.state, budget, cache, rngs = restore(snapshot)
+            return False
+        self.state, position = saved.state, saved.position
+        self._budget = budget = saved.budget
         budget.max_metric_calls = self._config.max_metric_calls  # a resume may extend it
         budget.max_reflection_calls = self._config.max_reflection_calls
-        self._budget = budget
         self._evaluator = Evaluator(
-            self._adapter, cache, self._workers, self._journal, self._config.call_attempts
+            self._adapter, saved.cache, self._workers, self._journal, self._config.call_attempts
         )
         for name, rng in self._rngs().items():
-            rng.setstate(rngs[name].getstate())
-        extra = snapshot.extra
-        self._sampler.queue = [decode_example_id(i) for i in extra["sampler_queue"]]
-        self._best_score = extra["best_score"]
-        self._since_improvement = extra["since_improvement"]
-        self._replay(extra["journal_offset"])
-        for parent_idx, minibatch, plans in extra["in_flight"]:
+            rng.setstate(saved.rngs[name].getstate())
+        self._sampler.queue = position.sampler_queue
+        self._best_score = position.best_score
+        self._since_improvement = position.since_improvement
+        self._reflections = replay_journal(
+            self._journal, position.journal_offset, budget, saved.cache
+        )
+        for group in position.groups:
             index = asyncio.get_running_loop().create_future()
-            index.set_result(parent_idx)
-            ids = [decode_example_id(i) for i in minibatch]
-            draw = Draw(
-                self.state.candidates[parent_idx], [(i, self._train_by_id[i]) for i in ids], index
-            )
-            self._resumed.append((draw, [(iteration, list(c)) for iteration, c in plans]))
+            index.set_result(group.parent_idx)
+            minibatch = [(i, self._train_by_id[i]) for i in group.minibatch]
+            draw = Draw(self.state.candidates[group.parent_idx], minibatch, index)
+            self._resumed.append((draw, group.children))
         return True
-
-    def _replay(self, offset: int) -> None:
-        """Calls the journal logged from `offset` on: paid ones count against the budget
-        (those in flight at the kill too), answered ones fill the cache, reflections are
-        kept for the proposals that resume."""
-        assert self._journal is not None
-        replayed = self._journal.replay(offset)
-        self._budget.metric_calls_used += replayed.paid
-        self._budget.reflection_calls += len(replayed.reflections)  # made before the kill
-        for key, evaluation in replayed.results.items():
-            self._evaluator.cache.put(*key, evaluation)
-        self._reflections.update(replayed.reflections)
 
     async def _emit_budget(self, iteration: int, metric_calls: int, reflection_calls: int) -> None:
         await self._events.emit(
@@ -921,10 +930,11 @@ class GEPAEngine(Generic[DataInst]):
 
 
 def _priority(iteration: int, split: Split) -> tuple[bool, int]:
-    """Which waiting call a freed slot serves: minibatch and reflection work first (the
-    next generation waits on it; a winner's valset pass only orders the pool), then the
-    oldest proposal."""
-    return split is Split.VAL, iteration
+    """Which waiting call a freed slot serves: minibatch and reflection work first, the
+    oldest proposal's first (the next generation waits on it); then valset passes, the
+    newest winner's first (a lineage's newest winner is the one likely to lead the pool,
+    and the older passes only order what it leads)."""
+    return (True, -iteration) if split is Split.VAL else (False, iteration)
 
 
 def _records(outcome: list[ProposalRecord] | MergeTried) -> list[ProposalRecord | MergeTried]:

@@ -3,11 +3,11 @@
 Every call the engine makes to the user's system or the reflection LM holds one of
 `size` slots, so `max_concurrency` is the number of requests the model server sees at
 once. A freed slot goes to the waiting call with the lowest priority (the engine's: a
-proposal's minibatch and reflection work before valset passes, older proposals first),
-first come first served among equals: work already in flight finishes before newer
-proposals take the slots, and with one slot and a deterministic adapter and LM a run
-replays exactly. The pool also measures how long each kind of call takes, which the
-"auto" shape is re-decided from.
+proposal's minibatch and reflection work first, older proposals first; then valset
+passes, the newest winner's first), first come first served among equals: work already
+in flight finishes before newer proposals take the slots, and with one slot and a
+deterministic adapter and LM a run replays exactly. The pool also measures how long
+each kind of call takes, which the "auto" shape is re-decided from.
 """
 
 from __future__ import annotations

@@ -115,6 +115,68 @@ async def test_a_winner_s_next_group_starts_beside_its_valset_pass() -> None:
     assert as_parent[: as_parent.count("val")] == ["val"] * as_parent.count("val")
 
 
+class SlowValset(StartLog):
+    """Valset calls take ten times a minibatch call: a winner's pass outlasts the next
+    group's minibatch work, which the slots serve first."""
+
+    async def evaluate(self, batch, candidate, capture_traces=False):
+        if batch[0].split == "val":
+            await asyncio.sleep(0.02)
+        return await super().evaluate(batch, candidate, capture_traces)
+
+
+class SecondGroupFails(VariedReflector):
+    """The second group's two children (reflections 3 and 4) add nothing the feedback
+    asked for; every other reflection is VariedReflector's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def __call__(self, prompt: str) -> str:
+        self.calls += 1
+        if self.calls in (3, 4):
+            current = prompt.split("```\n", 1)[1].split("\n```", 1)[0]
+            return f"```\n{current} filler{self.calls}\n```"
+        return await super().__call__(prompt)
+
+
+def val_starts(adapter: StartLog, digest: str) -> list[int]:
+    return [k for k, (d, split) in enumerate(adapter.started) if (d, split) == (digest, "val")]
+
+
+async def test_a_lineage_s_valset_passes_run_side_by_side_newest_first() -> None:
+    adapter = SlowValset(delay_s=0.001)
+    config = GEPAConfig(max_metric_calls=120, proposal_shape="1x2", max_concurrency=1)
+    result, _, _ = await run(config, adapter)
+    lineage = [(k, parents[0]) for k, parents in enumerate(result.parents) if parents]
+    assert len(lineage) >= 3
+    # a child's pass did not wait for its parent's to end (nor to be admitted), and
+    # being newer it took the slots first: it started before the parent's last call
+    digests = [candidate_digest(c) for c in result.candidates]
+    assert any(
+        val_starts(adapter, digests[child])[0] < val_starts(adapter, digests[parent])[-1]
+        for child, parent in lineage
+        if parent
+    )
+
+
+async def test_a_failed_group_tries_its_parent_again_before_that_parent_is_admitted() -> None:
+    adapter = SlowValset(delay_s=0.001)
+    config = GEPAConfig(max_metric_calls=120, proposal_shape="1x2", max_concurrency=1)
+    result, _, _ = await run(config, adapter, SecondGroupFails())
+    second, third = result.history[2], result.history[4]  # the groups after the first
+    assert second.reject_reason is RejectReason.NOT_IMPROVED
+    assert second.parent_idx == third.parent_idx == 1  # the first group's winner, again
+    winner = candidate_digest(result.candidates[1])
+    as_parent = [
+        k for k, (d, split) in enumerate(adapter.started) if (d, split) == (winner, "train")
+    ]
+    third_minibatch = as_parent[6]  # after its own minibatch and the second group's
+    # the third group began while the winner's valset pass was still being served
+    assert third_minibatch < val_starts(adapter, winner)[-1]
+
+
 async def test_extra_groups_take_idle_slots_only_from_free_front_parents() -> None:
     config = dict(max_metric_calls=150, proposal_shape="1x1", max_concurrency=6,
                   reflection_minibatch_size=2, continue_winners=False)  # fmt: skip
