@@ -451,14 +451,12 @@ class GEPAEngine(Generic[DataInst]):
             # (winner, its valset reservation, or None: reserved by its admission, side by
             # side with the others', since one holding budget another waits for would hang)
             admissions: list[tuple[Trial, Reservation | None]] = [(t, None) for t in winners]
+            handed_on: Draw | None = None  # the lineage's next group, due now
             if not winners and not draw.parent_index.done():
                 # a continued group that failed: its parent, the lineage's newest winner,
                 # is not in the pool until its valset pass ends, so a draw now would miss
                 # it; try it again on the next minibatch instead of waiting for that pass
-                self._continued.append(self._draw_from(draw.parent, draw.parent_index))
-                self._occupy(draw, len(plans), -1)
-                occupied = False
-                self._wake.set()
+                handed_on = self._draw_from(draw.parent, draw.parent_index)
             if self._config.continue_winners and len(winners) == 1:
                 (trial,) = winners
                 valset = await self._reserve_valset(trial.child)
@@ -467,25 +465,24 @@ class GEPAEngine(Generic[DataInst]):
                 else:  # the winner's next group starts now, beside its valset pass
                     admissions = [(trial, valset)]
                     trial.admitted = asyncio.get_running_loop().create_future()
-                    successor = self._draw_from(trial.child, trial.admitted)
-                    self._continued.append(successor)
-                    self._occupy(draw, len(plans), -1)
-                    occupied = False
-                    self._wake.set()
+                    handed_on = successor = self._draw_from(trial.child, trial.admitted)
+            if handed_on is not None:  # this group's place goes to it
+                self._continued.append(handed_on)
+                self._occupy(draw, len(plans), -1)
+                occupied = False
+                self._wake.set()
             # the winners' valset passes start now; only joining the pool waits for the
             # parent's index, so a lineage's passes run side by side, not one after another
-            passes = [
-                asyncio.create_task(self._valset_pass(trial, valset))
-                for trial, valset in admissions
-            ]
-            try:
+            async with asyncio.TaskGroup() as tasks:
+                passes = [
+                    tasks.create_task(self._valset_pass(*admission)) for admission in admissions
+                ]
                 try:
                     parent_idx = await draw.parent_index  # a continued group: its parent's
                 except ParentNotAdmitted as lost:  # its valset pass failed: nothing to compare
                     parent_idx = lost.lineage
                     for running_pass in passes:
                         running_pass.cancel()
-                    await asyncio.gather(*passes, return_exceptions=True)
                     admissions, passes = [], []
                     for trial in trials:
                         trial.reason = RejectReason.FAILED_CALLS
@@ -495,11 +492,8 @@ class GEPAEngine(Generic[DataInst]):
                             await self._announce_start(trial.plan, parent_idx)
                         if trial.reason is not None:
                             await self._announce_rejection(trial, parent_idx)
-                for (trial, _), val in zip(admissions, await asyncio.gather(*passes), strict=True):
-                    await self._admit(trial, val, parent_idx)
-            finally:
-                for running_pass in passes:
-                    running_pass.cancel()
+            for (trial, _), done in zip(admissions, passes, strict=True):
+                await self._admit(trial, done.result(), parent_idx)
             for trial in trials:
                 await self._events.emit(
                     ProposalFinished(
