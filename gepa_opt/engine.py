@@ -211,8 +211,7 @@ class GEPAEngine(Generic[DataInst]):
             len(self._val),
             latency=latency,
             acceptance_rate=acceptance,
-            # a prior of one winner that led the pool: depth until shown otherwise
-            lead_rate=(self._leads + 1) / (self._admitted + 1),
+            lead_rate=self._lead_rate(),
             reflections_per_proposal=self._reflections_per_child(),
         )
         return ProposalShape(parents, children)
@@ -371,6 +370,20 @@ class GEPAEngine(Generic[DataInst]):
         minibatch = [(i, self._train_by_id[i]) for i in self._sampler.next_batch()]
         return Draw(parent, minibatch, index)
 
+    def _continue_from(self, trial: Trial) -> Draw:
+        """The winner's next group: on the minibatch it won on where
+        `GEPAConfig.reuse_winning_minibatch` says so and its own group did not reuse one."""
+        assert trial.child is not None and trial.admitted is not None
+        draw, mode = trial.plan.draw, self._config.reuse_winning_minibatch
+        if not draw.reused and (mode == "always" or (mode == "auto" and self._lead_rate() > 0.5)):
+            return Draw(trial.child, draw.minibatch, trial.admitted, reused=True)
+        return self._draw_from(trial.child, trial.admitted)
+
+    def _lead_rate(self) -> float:
+        """The share of winners admitted so far that led the pool, with a prior of one that
+        did: depth until shown otherwise."""
+        return (self._leads + 1) / (self._admitted + 1)
+
     def _plan_group(
         self, draw: Draw, resumed: list[tuple[int, list[str]]] | None = None
     ) -> tuple[Reservation, list[Plan]] | None:
@@ -465,7 +478,7 @@ class GEPAEngine(Generic[DataInst]):
                 else:  # the winner's next group starts now, beside its valset pass
                     admissions = [(trial, valset)]
                     trial.admitted = asyncio.get_running_loop().create_future()
-                    handed_on = successor = self._draw_from(trial.child, trial.admitted)
+                    handed_on = successor = self._continue_from(trial)
             if handed_on is not None:  # this group's place goes to it
                 self._continued.append(handed_on)
                 self._occupy(draw, len(plans), -1)

@@ -31,6 +31,8 @@ class Draw:
     parent: Candidate
     minibatch: list[Example]
     parent_index: asyncio.Future[int]
+    reused: bool = False
+    """The minibatch is the one the parent won on (`GEPAConfig.reuse_winning_minibatch`)."""
 
     @property
     def known(self) -> bool:

@@ -188,9 +188,11 @@ def auto_shape(
     2% of the fewest seconds per useful winner, the fewest metric calls per useful
     winner, P*(b + N*b + q_N*V) / useful, wins: past a few children q_N barely moves
     while every child still pays its minibatch. Only P*N*b <= max_child_rounds*W is
-    considered. A slow reflection LM (R >> L) or a low acceptance rate favours more
-    children, a certain acceptance one child, and only a search whose winners rarely
-    lead (a shallow one) a second group. This rule is ours: the batched-GEPA paper's
+    considered. Every group pays its parent's minibatch here, though a group continued
+    from a winner on the minibatch it won on pays none (`reuse_winning_minibatch`): the
+    costlier case, as for cache hits. A slow reflection LM (R >> L) or a low acceptance
+    rate favours more children, a certain acceptance one child, and only a search whose
+    winners rarely lead (a shallow one) a second group. This rule is ours: the batched-GEPA paper's
     abstract, all we have of it, names only its best shapes (8x1 on HoVer, 2x2 on
     LiveBench-Math), measured on throughput rather than depth.
     """

@@ -172,7 +172,10 @@ async def test_a_failed_group_tries_its_parent_again_before_that_parent_is_admit
     as_parent = [
         k for k, (d, split) in enumerate(adapter.started) if (d, split) == (winner, "train")
     ]
-    third_minibatch = as_parent[6]  # after its own minibatch and the second group's
+    # the second group reflected on the minibatch the winner won on (paid already), so
+    # the winner's next minibatch calls after its own are the third group's
+    assert second.minibatch_ids == result.history[0].minibatch_ids != third.minibatch_ids
+    third_minibatch = as_parent[3]
     # the third group began while the winner's valset pass was still being served
     assert third_minibatch < val_starts(adapter, winner)[-1]
 
@@ -273,3 +276,63 @@ async def test_auto_widens_to_more_groups_only_when_winners_do_not_lead() -> Non
     )  # fmt: skip
     await deep.run()  # every winner adds a keyword: each one leads
     assert all(shape.startswith("1x") for shape in deep.shapes_used().split(">"))
+
+
+def first_group_from(result, parent: int):
+    return next(r for r in result.history if r.parent_idx == parent)
+
+
+def reused(result) -> list[int]:
+    """The winners whose next group went on on the minibatch they won on."""
+    won = {r.candidate_idx: r for r in result.history if r.candidate_idx is not None}
+    parents = {r.parent_idx for r in result.history}
+    return [
+        child
+        for child, record in won.items()
+        if child in parents
+        and first_group_from(result, child).minibatch_ids == record.minibatch_ids
+    ]
+
+
+class FlatValset(KeywordAdapter):
+    """Every candidate scores 0 on the valset: no winner ever leads the pool."""
+
+    async def evaluate(self, batch, candidate, capture_traces=False):
+        scored = await super().evaluate(batch, candidate, capture_traces)
+        if batch[0].split == "val":
+            scored.scores = [0.0] * len(batch)
+        return scored
+
+
+async def test_a_winner_s_next_group_reflects_on_the_minibatch_it_won_on_once() -> None:
+    config = GEPAConfig(max_metric_calls=150, proposal_shape="1x2", max_concurrency=1)
+    result, _, _ = await run(config)
+    won = {r.candidate_idx: r for r in result.history if r.candidate_idx is not None}
+    assert reused(result)
+    for child in reused(result):
+        record = won[child]
+        # the winner's scores there were paid when it won: only its children's calls
+        group = [
+            r
+            for r in result.history
+            if (r.parent_idx, r.minibatch_ids) == (child, record.minibatch_ids)
+        ]
+        judged = sum(r.child_scores is not None for r in group)
+        assert sum(r.metric_calls for r in group) == judged * len(record.minibatch_ids)
+        assert group[0].parent_scores == record.child_scores
+        # a winner on a reused minibatch: its next group draws anew
+        grandchild = next((c for c in won if result.parents[c] == [child]), None)
+        if grandchild is not None and grandchild in {r.parent_idx for r in result.history}:
+            assert grandchild not in reused(result)
+    never = GEPAConfig(**{**vars(config), "reuse_winning_minibatch": "never"})
+    result, _, _ = await run(never)
+    assert not reused(result)
+
+
+async def test_auto_stops_reusing_a_winning_minibatch_once_winners_do_not_lead() -> None:
+    config = GEPAConfig(max_metric_calls=150, proposal_shape="1x2", max_concurrency=1)
+    result, _, _ = await run(config, FlatValset())
+    assert len(reused(result)) <= 1  # only before the first winner was admitted
+    always = GEPAConfig(**{**vars(config), "reuse_winning_minibatch": "always"})
+    result, _, _ = await run(always, FlatValset())
+    assert len(reused(result)) >= 2
