@@ -4,12 +4,12 @@ import math
 import pytest
 import torch
 from peft import PeftModel
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
 from weights.adapters import adapter_files_ok
-from weights.lora import TRAINING_SUMMARY, train_sft_adapter
+from weights.lora import TRAINING_SUMMARY, train_dpo_adapter, train_sft_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -107,3 +107,60 @@ def test_a_save_killed_midway_leaves_nothing_a_rerun_trips_on(trained, tmp_path)
     result = train_sft_adapter(records(), base, target, cfg)
     assert adapter_files_ok(result.path) and not partial.exists()
     assert json.loads((target / TRAINING_SUMMARY).read_text())["steps"] == result.steps
+
+
+def preferences() -> list[dict]:
+    return [
+        {
+            "prompt": record["prompt"],
+            "chosen": record["completion"],
+            "rejected": [{"role": "assistant", "content": "I cannot help with that."}],
+        }
+        for record in records()
+    ]
+
+
+def reply_logprob(model, tokenizer, prompt, reply) -> float:
+    """log p(reply | prompt) under the chat template, summed over the reply's tokens."""
+
+    def tokens(messages, **kwargs) -> list[int]:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    start = tokens(prompt, add_generation_prompt=True)
+    ids = tokens(prompt + reply)
+    assert ids[: len(start)] == start
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1]
+    logps = torch.log_softmax(logits.float(), -1)
+    return sum(logps[t - 1, ids[t]].item() for t in range(len(start), len(ids)))
+
+
+def preference_margin(model, tokenizer) -> float:
+    return sum(
+        reply_logprob(model, tokenizer, r["prompt"], r["chosen"])
+        - reply_logprob(model, tokenizer, r["prompt"], r["rejected"])
+        for r in preferences()
+    )
+
+
+def test_dpo_from_an_adapter_widens_its_preference_and_saves_only_itself(trained):
+    base, sft, _ = trained
+    cfg = LoraSettings(batch_size=4, max_seq_length=64, dpo_learning_rate=2e-3, epochs=3)
+    dpo = train_dpo_adapter(
+        preferences(), base, sft.path.with_name("dpo-1"), cfg, base_adapter=sft.path
+    )
+    assert dpo.steps == 6 and math.isfinite(dpo.train_loss) and adapter_files_ok(dpo.path)
+    assert not (dpo.path / "ref").exists()  # trl's frozen reference copy stays behind
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    before = preference_margin(load_for_inference(base, sft.path), tokenizer)
+    after = preference_margin(load_for_inference(base, dpo.path), tokenizer)
+    assert after > before + 1.0
+
+
+def test_records_missing_a_field_are_named(trained):
+    base, result, _ = trained
+    broken = preferences()
+    broken[2]["rejected"] = []
+    with pytest.raises(ValueError, match="record 2: field 'rejected'"):
+        train_dpo_adapter(broken, base, result.path.with_name("never"), LoraSettings())

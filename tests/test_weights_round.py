@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -52,21 +53,33 @@ def judged(with_adapter: float, sampled: float = 0.9):
     return rollouts
 
 
+class Trained(NamedTuple):
+    kind: str
+    records: int
+    base: str
+    seed: int
+    base_adapter: str | None
+
+
 @pytest.fixture
-def trained(monkeypatch) -> list:
+def trained(monkeypatch) -> list[Trained]:
     """Training replaced by writing a whole adapter folder; records what it was given."""
     runs = []
 
-    def train(records, base, target, cfg, seed=0, base_adapter=None):
-        runs.append((len(records), base, seed, base_adapter))
-        target.mkdir(parents=True)
-        (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
-        (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
-        result = AdapterResult(target, 1.25, 3, len(records), 0.1)
-        (target / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
-        return result
+    def trainer(kind):
+        def train(records, base, target, cfg, seed=0, base_adapter=None):
+            runs.append(Trained(kind, len(records), base, seed, base_adapter))
+            target.mkdir(parents=True)
+            (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
+            (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
+            result = AdapterResult(target, 1.25, 3, len(records), 0.1)
+            (target / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
+            return result
 
-    monkeypatch.setattr(weight_round, "train_sft_adapter", train)
+        return train
+
+    monkeypatch.setattr(weight_round, "train_sft_adapter", trainer("sft"))
+    monkeypatch.setattr(weight_round, "train_dpo_adapter", trainer("dpo"))
     return runs
 
 
@@ -91,7 +104,8 @@ async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path,
     assert result.kept and result.adapter_path == str(tmp_path / "n1" / "adapter")
     assert (result.val_without, result.train_loss) == (0.5, 1.25)
     assert result.val_with == pytest.approx(0.7)
-    assert trained == [(result.records, "/models/base", 3, None)] and 0 < result.records <= 6
+    assert trained == [Trained("sft", result.records, "/models/base", 3, None)]
+    assert 0 < result.records <= 6
     assert lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
     sampled = [params for _, adapter, params in rollouts.calls if params]
     assert sampled == [{"temperature": 0.8, "seed": 0}, {"temperature": 0.8, "seed": 1}]
@@ -138,12 +152,49 @@ async def test_a_night_builds_on_the_adapter_in_production(tmp_path, trained):
     # sampled with production's adapter, compared against it, trained on from it
     assert {adapter for _, adapter, params in rollouts.calls if params} == {"production-v2"}
     assert rollouts.calls[0][:2] == (3, "production-v2") and result.val_without == 0.55
-    assert trained[0][3] == PRODUCTION.path
+    assert trained[0].base_adapter == PRODUCTION.path
     assert result.kept and lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
 
 
 async def test_training_from_scratch_still_has_to_beat_production(tmp_path, trained):
     lm, rollouts = AdapterModel(), judged(with_adapter=0.4)
     result = await run(lm, rollouts, tmp_path, base=PRODUCTION, continue_from_production=False)
-    assert trained[0][3] is None and not result.kept
+    assert trained[0].base_adapter is None and not result.kept
     assert "the adapter in production (production-v2)" in result.note
+
+
+def spread(with_adapter: float):
+    """Like `judged`, but the first sample of each example scores 0.9 and the second 0.2,
+    with a different reply: one preference pair per example."""
+    greedy = judged(with_adapter)
+
+    async def rollouts(batch, adapter, **params):
+        if not params:
+            return await greedy(batch, adapter)
+        ask = [{"role": "user", "content": "play a song"}]
+        score, reply = (0.9, "playing it") if params["seed"] == 0 else (0.2, "no")
+        return [Rollout(ex, {}, f"{reply} ({ex.id})", ask, score) for ex in batch]
+
+    return rollouts
+
+
+async def test_dpo_trains_on_best_against_worst_pairs(tmp_path, trained):
+    result = await run(AdapterModel(), spread(0.7), tmp_path, method="dpo")
+    assert trained == [Trained("dpo", 6, "/models/base", 3, None)] and result.kept
+    assert result.records == 6 and result.adapter_path == str(tmp_path / "n1" / "adapter")
+
+
+async def test_sft_then_dpo_goes_on_from_the_sft_adapter(tmp_path, trained):
+    result = await run(AdapterModel(), spread(0.7), tmp_path, method="sft+dpo")
+    sft_dir = str(tmp_path / "n1" / "adapter-sft")
+    assert [(t.kind, t.base_adapter) for t in trained] == [("sft", None), ("dpo", sft_dir)]
+    assert result.adapter_path == str(tmp_path / "n1" / "adapter")
+    again = await run(AdapterModel(), spread(0.7), tmp_path, method="sft+dpo")
+    assert len(trained) == 2 and again.kept  # a resumed round trains neither stage again
+
+
+async def test_dpo_without_a_pair_over_the_margin_trains_nothing_and_says_why(tmp_path, trained):
+    result = await run(AdapterModel(), judged(0.7), tmp_path, method="dpo")  # samples tie
+    assert trained == [] and "dpo_margin (0.3)" in result.note
+    both = await run(AdapterModel(), judged(0.7), tmp_path, method="sft+dpo")
+    assert [t.kind for t in trained] == ["sft"] and "dpo_margin" in both.note

@@ -1,4 +1,6 @@
-"""One LoRA round: supervised fine-tuning on judged records with trl's SFTTrainer, on CPU."""
+"""Training a LoRA adapter on judged records, on CPU: supervised fine-tuning with trl's
+SFTTrainer, or preference tuning with its DPOTrainer. Both share the model, the LoRA
+configuration and the folder handling; only the trainer and its records differ."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
-from trl import SFTConfig, SFTTrainer
+from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
 from infra.settings import LoraSettings
 
@@ -64,14 +66,94 @@ def train_sft_adapter(
     sibling temp folder and renamed into place, so `output_dir` either holds a whole
     adapter with its summary or does not exist.
     """
-    output_dir = Path(output_dir)
-    if output_dir.exists():
-        raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
+    _check_records(records, ("prompt", "completion"))
+
+    def sft(model, tokenizer, peft_config, common, callbacks) -> SFTTrainer:
+        args = SFTConfig(
+            **common,
+            learning_rate=cfg.learning_rate,
+            max_length=cfg.max_seq_length,
+            completion_only_loss=True,
+            packing=False,
+            activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
+        )
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(records),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+
+    return _train(
+        sft, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16
+    )
+
+
+def train_dpo_adapter(
+    records: list[dict],
+    base_model_path: str | Path,
+    output_dir: str | Path,
+    cfg: LoraSettings,
+    *,
+    base_adapter: str | Path | None = None,
+    progress_callback: ProgressCallback | None = None,
+    seed: int = 0,
+    bf16: bool | None = None,
+) -> AdapterResult:
+    """Train a LoRA adapter on preference records (prompt, chosen, rejected) with DPO and
+    save it as `train_sft_adapter` does. The reference policy is where training starts:
+    the base model, or a frozen copy of `base_adapter` (trl keeps it as a second adapter
+    on the same weights, so no second model is loaded); `cfg.dpo_beta` is how far from it
+    the adapter may move."""
+    _check_records(records, ("prompt", "chosen", "rejected"))
+
+    def dpo(model, tokenizer, peft_config, common, callbacks) -> DPOTrainer:
+        args = DPOConfig(
+            **common,
+            learning_rate=cfg.dpo_learning_rate,
+            max_length=cfg.max_seq_length,
+            beta=cfg.dpo_beta,
+        )
+        return DPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(records),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+
+    return _train(
+        dpo, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16
+    )
+
+
+def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
     if not records:
         raise ValueError("no training records: nothing passed the judge's threshold")
     for i, record in enumerate(records):
-        if not record.get("prompt") or not record.get("completion"):
-            raise ValueError(f"record {i} needs non-empty 'prompt' and 'completion' message lists")
+        for name in fields:
+            if not record.get(name):
+                raise ValueError(f"record {i}: field {name!r} must be a non-empty message list")
+
+
+def _train(
+    make_trainer: Callable,
+    base_model_path: str | Path,
+    output_dir: str | Path,
+    cfg: LoraSettings,
+    base_adapter: str | Path | None,
+    progress_callback: ProgressCallback | None,
+    seed: int,
+    bf16: bool | None,
+) -> AdapterResult:
+    """Load the base (and `base_adapter`), train with `make_trainer`'s trainer, and move the
+    adapter into `output_dir` whole, with its summary."""
+    output_dir = Path(output_dir)
+    if output_dir.exists():
+        raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
     use_bf16 = torch.cpu._is_avx512_bf16_supported() if bf16 is None else bf16
 
     started = time.perf_counter()
@@ -96,16 +178,11 @@ def train_sft_adapter(
     partial = output_dir.with_name(f".{output_dir.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # left by a crashed earlier run
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="flywheel-sft-") as scratch:
-        args = SFTConfig(
+    with tempfile.TemporaryDirectory(prefix="flywheel-lora-") as scratch:
+        common = dict(
             output_dir=scratch,
             per_device_train_batch_size=cfg.batch_size,
             num_train_epochs=cfg.epochs,
-            learning_rate=cfg.learning_rate,
-            max_length=cfg.max_seq_length,
-            completion_only_loss=True,
-            packing=False,
-            activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
             bf16=use_bf16,
             use_cpu=True,
             dataloader_num_workers=0,
@@ -116,16 +193,11 @@ def train_sft_adapter(
             seed=seed,
             data_seed=seed,
         )
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=Dataset.from_list(records),
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[_Progress(progress_callback)] if progress_callback else None,
-        )
+        callbacks = [_Progress(progress_callback)] if progress_callback else None
+        trainer = make_trainer(model, tokenizer, peft_config, common, callbacks)
         output = trainer.train()
-        trainer.model.save_pretrained(partial)
+        # only the trained adapter: DPO from an adapter keeps a frozen copy named "ref"
+        trainer.model.save_pretrained(partial, selected_adapters=["default"])
         tokenizer.save_pretrained(partial)
     result = AdapterResult(
         path=output_dir,

@@ -1,6 +1,7 @@
-"""One slow-loop round: sample, judge, keep the best (rejection sampling), train a LoRA
-adapter with SFT, and keep it only if the judge prefers it on the Pareto set (never
-held-out, which only reports). A round starts from the adapter in production when there
+"""One slow-loop round: sample, judge, keep the best (rejection sampling) or pair the best
+with the worst, train a LoRA adapter with SFT, DPO or both in turn (`lora.method`), and
+keep it only if the judge prefers it on the Pareto set (never held-out, which only
+reports). A round starts from the adapter in production when there
 is one: it samples with it, compares against it, and (`lora.continue_from_production`)
 trains on from it, so each night's weights build on the last.
 
@@ -23,8 +24,8 @@ from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights.adapters import adapter_files_ok
-from weights.datasets import sft_records
-from weights.lora import TRAINING_SUMMARY, train_sft_adapter
+from weights.datasets import dpo_records, sft_records
+from weights.lora import TRAINING_SUMMARY, train_dpo_adapter, train_sft_adapter
 
 # (examples, adapter name or None, **sampling params) -> the rollouts, judged
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
@@ -83,13 +84,17 @@ async def lora_round(
     )
     judged = [rollout for batch in samples for rollout in batch]
     cut = min_score if cfg.min_judge_score is None else cfg.min_judge_score
-    records = sft_records(judged, cut, cfg.max_train_examples, seed)
-    if not records:
-        return LoraRound(None, False, 0, None, without, None, note="no rollout passed the judge")
+    stages, skipped = training_sets(judged, cut, cfg, seed)
+    if not stages:
+        return LoraRound(None, False, 0, None, without, None, note=skipped)
     start = base.path if base and cfg.continue_from_production else None
-    adapter_dir, train_loss = await _train_once(
-        lm.base_model_path, start, records, run_dir, cfg, seed
-    )
+    for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
+        target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")
+        adapter_dir, train_loss = await _train_once(
+            kind, lm.base_model_path, start, stage, target, cfg, seed
+        )
+        start = str(adapter_dir)
+    records = sum(len(stage) for _, stage in stages)
     try:
         name = await ensure_adapter(lm, ServedAdapter(f"adapter-{run_dir.name}", str(adapter_dir)))
     except Exception as err:  # e.g. a server without runtime LoRA loading
@@ -97,18 +102,42 @@ async def lora_round(
             f"trained {adapter_dir}, but the model server could not load it ({err}); a "
             "server without LoRA wants lora.enabled = false"
         )
-        return LoraRound(None, False, len(records), train_loss, without, None, note=note)
+        return LoraRound(None, False, records, train_loss, without, None, note=note)
     with_adapter = fmean(r.score for r in await rollouts(valset, name))
     keep = with_adapter >= without
+    not_kept = "" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set"
     return LoraRound(
         trained_path=str(adapter_dir),
         kept=keep,
-        records=len(records),
+        records=records,
         train_loss=train_loss,
         val_without=without,
         val_with=with_adapter,
-        note="" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set",
+        note="; ".join(n for n in (skipped, not_kept) if n),
     )
+
+
+def training_sets(
+    judged: list[Rollout], cut: float, cfg: LoraSettings, seed: int
+) -> tuple[list[tuple[str, list[dict]]], str]:
+    """The training stages `cfg.method` asks for, each with its records, in order (empty
+    ones left out), and a sentence on any left out."""
+    sets = {
+        "sft": lambda: sft_records(judged, cut, cfg.max_train_examples, seed),
+        "dpo": lambda: dpo_records(judged, cfg.dpo_margin)[: cfg.max_train_examples],
+    }
+    why = {
+        "sft": "no rollout passed the judge",
+        "dpo": f"no example's samples differed by dpo_margin ({cfg.dpo_margin}) in judge score",
+    }
+    stages, skipped = [], []
+    for kind in cfg.method.split("+"):
+        records = sets[kind]()
+        if records:
+            stages.append((kind, records))
+        else:
+            skipped.append(why[kind])
+    return stages, "; ".join(skipped)
 
 
 async def ensure_adapter(lm: AdapterLM, adapter: ServedAdapter) -> str:
@@ -123,20 +152,21 @@ def _what(base: ServedAdapter | None) -> str:
 
 
 async def _train_once(
+    kind: str,
     model: str,
     start: str | None,
     records: list[dict],
-    run_dir: Path,
+    target: Path,
     cfg: LoraSettings,
     seed: int,
 ) -> tuple[Path, float]:
-    """Train the night's adapter, or reuse it if a crash came after training finished
-    (the adapter folder appears whole, with its summary, or not at all)."""
-    target = run_dir / "adapter"
+    """Train one stage's adapter into `target`, or reuse it if a crash came after training
+    finished (the adapter folder appears whole, with its summary, or not at all)."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
         return target, json.loads((target / TRAINING_SUMMARY).read_text())["train_loss"]
+    train = {"sft": train_sft_adapter, "dpo": train_dpo_adapter}[kind]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     result = await run_in_own_thread(
-        train_sft_adapter, records, model, target, cfg, seed=seed, base_adapter=start
+        train, records, model, target, cfg, seed=seed, base_adapter=start
     )
     return result.path, result.train_loss
