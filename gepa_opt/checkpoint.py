@@ -31,6 +31,8 @@ class GroupInFlight:
     minibatch: list[ExampleId]
     children: list[tuple[int, list[str]]]
     """Each child's (iteration, components)."""
+    reused: bool = False
+    """The minibatch is the one the parent won on (its next winner's group draws anew)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Position:
                     g.parent_idx,
                     [encode_example_id(i) for i in g.minibatch],
                     [[iteration, list(components)] for iteration, components in g.children],
+                    g.reused,
                 ]
                 for g in self.groups
             ],
@@ -69,8 +72,9 @@ class Position:
                     parent_idx,
                     [decode_example_id(i) for i in minibatch],
                     [(iteration, list(components)) for iteration, components in children],
+                    *reused,  # absent in runs saved before minibatches were reused
                 )
-                for parent_idx, minibatch, children in extra["in_flight"]
+                for parent_idx, minibatch, children, *reused in extra["in_flight"]
             ],
         )
 

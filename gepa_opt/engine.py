@@ -834,6 +834,7 @@ class GEPAEngine(Generic[DataInst]):
                 plans[0].draw.parent_idx,
                 [i for i, _ in plans[0].draw.minibatch],
                 [(plan.iteration, plan.components) for plan in plans],
+                plans[0].draw.reused,
             )
             for plans in self._group_plans.values()
             if plans[0].draw.known
@@ -880,7 +881,8 @@ class GEPAEngine(Generic[DataInst]):
             index = asyncio.get_running_loop().create_future()
             index.set_result(group.parent_idx)
             minibatch = [(i, self._train_by_id[i]) for i in group.minibatch]
-            draw = Draw(self.state.candidates[group.parent_idx], minibatch, index)
+            parent = self.state.candidates[group.parent_idx]
+            draw = Draw(parent, minibatch, index, reused=group.reused)
             self._resumed.append((draw, group.children))
         return True
 

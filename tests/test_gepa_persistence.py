@@ -16,6 +16,7 @@ import pytest
 
 from gepa_opt.budget import Budget
 from gepa_opt.cache import CachedEvaluation, EvaluationCache, Split
+from gepa_opt.checkpoint import GroupInFlight, Position
 from gepa_opt.events import RejectReason
 from gepa_opt.persistence import RunStore
 from gepa_opt.snapshot import NOT_PERSISTED, RunSnapshot, restore, snapshot_of
@@ -279,3 +280,12 @@ def test_sigkill_at_any_moment_leaves_the_old_or_the_new_snapshot(tmp_path: Path
         last_seen = loaded.iteration
     for text_file in (tmp_path / "texts").iterdir():  # no text file is ever half-written
         assert f"{candidate_digest(json.loads(text_file.read_text()))}.json" == text_file.name
+
+
+def test_a_group_in_flight_keeps_whether_its_minibatch_was_reused() -> None:
+    groups = [GroupInFlight(1, [3, "t4"], [(5, ["system"])], reused=True)]
+    position = Position([0, "q1"], 0.5, 2, 10, groups)
+    saved = json.loads(json.dumps(position.to_json()))
+    assert Position.from_json(saved) == position
+    saved["in_flight"][0].pop()  # saved before minibatches were reused: drawn anew
+    assert Position.from_json(saved).groups == [replace(groups[0], reused=False)]
