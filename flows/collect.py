@@ -246,3 +246,13 @@ def summarize(collected: Collected) -> dict[str, int]:
     if passes:  # a pass/fail annotation
         out["annotations_pass"] = sum(passes)
     return out | {"skipped_records": len(collected.skipped)}
+
+
+def trace_window(window: LabelWindow) -> dict[str, str]:
+    """The night's fetch as provenance: where its window started ("all": no lookback)
+    and when it was fetched."""
+
+    def iso(moment: datetime | None, none: str) -> str:
+        return moment.isoformat() if moment else none
+
+    return {"since": iso(window.since, "all"), "fetched_at": iso(window.fetched_at, "unknown")}

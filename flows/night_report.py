@@ -61,6 +61,8 @@ class NightReport:
     feedback: Feedback | None = None  # label requests and judge scores sent back
     seed_prompts: dict[str, str] = field(default_factory=dict)  # where the agent started
     calls: dict[str, StageCalls] = field(default_factory=dict)  # model calls per stage
+    # the traces the night fetched: "since" (ISO time, or "all") and "fetched_at"
+    trace_window: dict[str, str] = field(default_factory=dict)
 
     @property
     def judge_trusted(self) -> bool:

@@ -24,7 +24,7 @@ from prefect.tasks import exponential_backoff
 
 from flows import feedback, stages
 from flows.approval import ask_approval
-from flows.collect import Collected, collect, hold_out, summarize, window_start
+from flows.collect import Collected, collect, hold_out, summarize, trace_window, window_start
 from flows.failed_night import record_failed_night
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
@@ -394,6 +394,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
         seed_prompts=production.prompts,
         calls=night_calls(rt.call_tallies()),
+        trace_window=trace_window(collected.window),
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)

@@ -8,6 +8,7 @@ judge it used and why.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from flows.night_figures import curves_figure, prompt_diffs
 from flows.night_report import CANDIDATE, NightReport, Registered
@@ -37,6 +38,25 @@ def _register_prompts(
             name, text, commit_message=f"flywheel night {run_id}", tags=tags
         )
     return versions
+
+
+def _log_training_sets(
+    registry: Registry, report: NightReport, prompt_versions: dict[str, int]
+) -> None:
+    """The LoRA round's training sets as the run's datasets, with their provenance: the
+    prompts its rollouts ran (the versions just registered), the adapter they were sampled
+    with and trained on from, the judge that scored them, and the night's trace window."""
+    lora = report.lora
+    provenance = {
+        "flywheel.prompts": json.dumps(prompt_versions, sort_keys=True),
+        "flywheel.base_adapter": lora.base_adapter or "none (the base model)",
+        "flywheel.judge_version": report.gate.judge.label,
+        "flywheel.traces_since": report.trace_window.get("since", "unknown"),
+        "flywheel.traces_fetched_at": report.trace_window.get("fetched_at", "unknown"),
+    }
+    for path in map(Path, lora.training_sets):
+        if path.exists():  # a night resumed on another machine may not have them
+            registry.log_training_set(path, f"lora-{path.stem}", provenance)
 
 
 def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Registered:
@@ -71,6 +91,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             log_evidence(registry, report.evidence)
         prefix, model = settings.registry.prompt_name, settings.registry.model_name
         prompt_versions = _register_prompts(registry, prefix, report.prompt.prompts, run_id, tags)
+        _log_training_sets(registry, report, prompt_versions)
         version_tags = {
             "flywheel.judge_trusted": str(report.judge_trusted).lower(),
             "flywheel.judge_version": gate.judge.label,

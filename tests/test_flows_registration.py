@@ -105,3 +105,35 @@ def test_a_night_sigkilled_while_registering_resumes_its_run(tmp_path):
     assert registry.client.get_run(left.info.run_id).info.status == "FINISHED"
     assert [int(v.version) for v in registry.client.search_prompt_versions(name)] == [1]
     assert resumed.model_version == 1 and registry.get_alias("agent", CANDIDATE) == 1
+
+
+def test_the_lora_round_s_training_sets_are_the_run_s_datasets_with_provenance(tmp_path):
+    settings = Settings(state_dir=tmp_path / "state")
+    registry = Registry(settings)
+    rt = Runtime(settings, registry=registry)
+    sets = tmp_path / "n1" / "training"
+    sets.mkdir(parents=True)
+    (sets / "sft.jsonl").write_text('{"prompt": [], "completion": []}\n')
+    (sets / "dpo.jsonl").write_text('{"prompt": [], "chosen": [], "rejected": []}\n')
+    night = report(0.5)
+    lora = replace(
+        night.lora,
+        training_sets=(str(sets / "sft.jsonl"), str(sets / "dpo.jsonl")),
+        base_adapter="production-v3",
+    )
+    window = {"since": "2026-12-01T00:00:00+00:00", "fetched_at": "2026-12-02T01:00:00+00:00"}
+    registered = register_versions(rt, "n1", replace(night, lora=lora, trace_window=window))
+    inputs = registry.client.get_run(registered.mlflow_run_id).inputs.dataset_inputs
+    assert sorted(i.dataset.name for i in inputs) == ["lora-dpo", "lora-sft"]
+    tags = {t.key: t.value for t in inputs[0].tags}
+    assert tags["flywheel.prompts"] == '{"agent-instructions": 1}'
+    assert tags["flywheel.base_adapter"] == "production-v3"
+    assert tags["flywheel.judge_version"] == night.gate.judge.label
+    assert tags["flywheel.traces_since"] == window["since"]
+    assert tags["mlflow.data.context"] == "training"
+    artifacts = {
+        a.path for a in registry.client.list_artifacts(registered.mlflow_run_id, "training")
+    }
+    assert artifacts == {"training/sft.jsonl", "training/dpo.jsonl"}
+    digests = {i.dataset.name: i.dataset.digest for i in inputs}
+    assert digests["lora-sft"] != digests["lora-dpo"]  # the content's hash, not the name's

@@ -153,6 +153,7 @@ async def test_a_night_builds_on_the_adapter_in_production(tmp_path, trained):
     assert {adapter for _, adapter, params in rollouts.calls if params} == {"production-v2"}
     assert rollouts.calls[0][:2] == (3, "production-v2") and result.val_without == 0.55
     assert trained[0].base_adapter == PRODUCTION.path
+    assert result.base_adapter == PRODUCTION.name
     assert result.kept and lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
 
 
@@ -163,7 +164,7 @@ async def test_training_from_scratch_still_has_to_beat_production(tmp_path, trai
     assert "the adapter in production (production-v2)" in result.note
 
 
-def spread(with_adapter: float):
+def spread(with_adapter: float, good: str = "playing it"):
     """Like `judged`, but the first sample of each example scores 0.9 and the second 0.2,
     with a different reply: one preference pair per example."""
     greedy = judged(with_adapter)
@@ -172,7 +173,7 @@ def spread(with_adapter: float):
         if not params:
             return await greedy(batch, adapter)
         ask = [{"role": "user", "content": "play a song"}]
-        score, reply = (0.9, "playing it") if params["seed"] == 0 else (0.2, "no")
+        score, reply = (0.9, good) if params["seed"] == 0 else (0.2, "no")
         return [Rollout(ex, {}, f"{reply} ({ex.id})", ask, score) for ex in batch]
 
     return rollouts
@@ -189,8 +190,16 @@ async def test_sft_then_dpo_goes_on_from_the_sft_adapter(tmp_path, trained):
     sft_dir = str(tmp_path / "n1" / "adapter-sft")
     assert [(t.kind, t.base_adapter) for t in trained] == [("sft", None), ("dpo", sft_dir)]
     assert result.adapter_path == str(tmp_path / "n1" / "adapter")
-    again = await run(AdapterModel(), spread(0.7), tmp_path, method="sft+dpo")
-    assert len(trained) == 2 and again.kept  # a resumed round trains neither stage again
+    sets = [Path(p) for p in result.training_sets]
+    assert [p.name for p in sets] == ["sft.jsonl", "dpo.jsonl"]
+    pairs = [json.loads(line) for line in sets[1].read_text().splitlines()]
+    assert len(pairs) == 6 and pairs[0]["chosen"][0]["content"].startswith("playing it")
+    written = [p.read_text() for p in sets]
+    # a resumed round samples anew, trains neither stage again, and keeps the records
+    # those adapters were trained on
+    again = await run(AdapterModel(), spread(0.7, good="sure"), tmp_path, method="sft+dpo")
+    assert len(trained) == 2 and again.kept
+    assert [Path(p).read_text() for p in again.training_sets] == written
 
 
 async def test_dpo_without_a_pair_over_the_margin_trains_nothing_and_says_why(tmp_path, trained):

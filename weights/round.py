@@ -29,6 +29,7 @@ from weights.lora import TRAINING_SUMMARY, train_dpo_adapter, train_sft_adapter
 
 # (examples, adapter name or None, **sampling params) -> the rollouts, judged
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
+TRAINING_SETS = "training"  # in the round's folder: each stage's records, a JSON per line
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class LoraRound:
     val_without: float
     val_with: float | None
     note: str = ""
+    training_sets: tuple[str, ...] = ()  # the records each stage trained on (JSONL files)
+    base_adapter: str | None = None  # the served adapter it sampled with and started from
 
     @property
     def adapter_path(self) -> str | None:
@@ -94,6 +97,7 @@ async def lora_round(
             kind, lm.base_model_path, start, stage, target, cfg, seed
         )
         start = str(adapter_dir)
+    sets = tuple(str(run_dir / TRAINING_SETS / f"{kind}.jsonl") for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
     try:
         name = await ensure_adapter(lm, ServedAdapter(f"adapter-{run_dir.name}", str(adapter_dir)))
@@ -102,7 +106,7 @@ async def lora_round(
             f"trained {adapter_dir}, but the model server could not load it ({err}); a "
             "server without LoRA wants lora.enabled = false"
         )
-        return LoraRound(None, False, records, train_loss, without, None, note=note)
+        return LoraRound(None, False, records, train_loss, without, None, note, sets, before)
     with_adapter = fmean(r.score for r in await rollouts(valset, name))
     keep = with_adapter >= without
     not_kept = "" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set"
@@ -114,6 +118,8 @@ async def lora_round(
         val_without=without,
         val_with=with_adapter,
         note="; ".join(n for n in (skipped, not_kept) if n),
+        training_sets=sets,
+        base_adapter=before,
     )
 
 
@@ -161,9 +167,16 @@ async def _train_once(
     seed: int,
 ) -> tuple[Path, float]:
     """Train one stage's adapter into `target`, or reuse it if a crash came after training
-    finished (the adapter folder appears whole, with its summary, or not at all)."""
+    finished (the adapter folder appears whole, with its summary, or not at all). Its
+    records are written first, beside it, and kept with a reused adapter: they are the
+    ones it was trained on, not a resumed night's new samples."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
         return target, json.loads((target / TRAINING_SUMMARY).read_text())["train_loss"]
+    sets = target.parent / TRAINING_SETS
+    sets.mkdir(parents=True, exist_ok=True)
+    partial = sets / f".{kind}.jsonl.partial"
+    partial.write_text("".join(json.dumps(record) + "\n" for record in records))
+    partial.replace(sets / f"{kind}.jsonl")
     train = {"sft": train_sft_adapter, "dpo": train_dpo_adapter}[kind]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     result = await run_in_own_thread(

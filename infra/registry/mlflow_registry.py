@@ -6,9 +6,11 @@ next to it, so it runs offline; a tracking server URI works the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from urllib.parse import urlsplit
 
 import mlflow
 from mlflow import MlflowClient
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
 from mlflow.entities.model_registry import PromptVersion
 from mlflow.exceptions import MlflowException
 from mlflow.prompt.constants import PROMPT_NAME_RULE
@@ -175,6 +179,23 @@ class Registry:
 
     def log_text(self, text: str, artifact_file: str) -> None:
         mlflow.log_text(text, artifact_file, run_id=_active_run_id())
+
+    def log_training_set(self, path: Path, name: str, tags: dict[str, str]) -> str:
+        """A training set as an input of the active run: the file as an artifact under
+        `training/`, and a dataset named `name` whose digest is the file's content hash
+        and whose tags say where it came from (the MLflow UI lists it under the run's
+        datasets). Logged again with the same content, it is the same dataset. Returns
+        the digest."""
+        run_id = _active_run_id()
+        mlflow.log_artifact(str(path), "training", run_id=run_id)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        uri = mlflow.get_artifact_uri(f"training/{path.name}")
+        with warnings.catch_warnings():  # "can be interpreted in multiple ways": two
+            warnings.simplefilter("ignore", UserWarning)  # registered sources, one class
+            source = resolve_dataset_source(uri)
+        dataset = MetaDataset(source, name=name, digest=digest)
+        mlflow.log_input(dataset, context="training", tags=tags)
+        return digest
 
     # Prompts: one registered prompt per agent component
 
