@@ -192,9 +192,9 @@ def auto_shape(
     from a winner on the minibatch it won on pays none (`reuse_winning_minibatch`): the
     costlier case, as for cache hits. A slow reflection LM (R >> L) or a low acceptance
     rate favours more children, a certain acceptance one child, and only a search whose
-    winners rarely lead (a shallow one) a second group. This rule is ours: the batched-GEPA paper's
-    abstract, all we have of it, names only its best shapes (8x1 on HoVer, 2x2 on
-    LiveBench-Math), measured on throughput rather than depth.
+    winners rarely lead (a shallow one) a second group. This rule is ours: the
+    batched-GEPA paper's abstract, all we have of it, names only its best shapes (8x1 on
+    HoVer, 2x2 on LiveBench-Math), measured on throughput rather than depth.
     """
     _check_int("pool_size", pool_size, minimum=1)
     _check_int("max_child_rounds", max_child_rounds, minimum=1)

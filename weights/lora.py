@@ -66,29 +66,17 @@ def train_sft_adapter(
     sibling temp folder and renamed into place, so `output_dir` either holds a whole
     adapter with its summary or does not exist.
     """
-    _check_records(records, ("prompt", "completion"))
-
-    def sft(model, tokenizer, peft_config, common, callbacks) -> SFTTrainer:
-        args = SFTConfig(
-            **common,
-            learning_rate=cfg.learning_rate,
-            max_length=cfg.max_seq_length,
-            completion_only_loss=True,
-            packing=False,
-            activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
-        )
-        return SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=Dataset.from_list(records),
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=callbacks,
-        )
-
-    return _train(
-        sft, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16
+    specific = dict(
+        learning_rate=cfg.learning_rate,
+        max_length=cfg.max_seq_length,
+        completion_only_loss=True,
+        packing=False,
+        activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
     )
+    return _train(
+        (SFTTrainer, SFTConfig, specific, ("prompt", "completion")),
+        records, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16,
+    )  # fmt: skip
 
 
 def train_dpo_adapter(
@@ -107,27 +95,13 @@ def train_dpo_adapter(
     the base model, or a frozen copy of `base_adapter` (trl keeps it as a second adapter
     on the same weights, so no second model is loaded); `cfg.dpo_beta` is how far from it
     the adapter may move."""
-    _check_records(records, ("prompt", "chosen", "rejected"))
-
-    def dpo(model, tokenizer, peft_config, common, callbacks) -> DPOTrainer:
-        args = DPOConfig(
-            **common,
-            learning_rate=cfg.dpo_learning_rate,
-            max_length=cfg.max_seq_length,
-            beta=cfg.dpo_beta,
-        )
-        return DPOTrainer(
-            model=model,
-            args=args,
-            train_dataset=Dataset.from_list(records),
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=callbacks,
-        )
-
-    return _train(
-        dpo, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16
+    specific = dict(
+        learning_rate=cfg.dpo_learning_rate, max_length=cfg.max_seq_length, beta=cfg.dpo_beta
     )
+    return _train(
+        (DPOTrainer, DPOConfig, specific, ("prompt", "chosen", "rejected")),
+        records, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16,
+    )  # fmt: skip
 
 
 def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
@@ -139,8 +113,13 @@ def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
                 raise ValueError(f"record {i}: field {name!r} must be a non-empty message list")
 
 
+# (trl trainer class, its config class, the config's own arguments, the record fields)
+Method = tuple[type, type, dict, tuple[str, ...]]
+
+
 def _train(
-    make_trainer: Callable,
+    method: Method,
+    records: list[dict],
     base_model_path: str | Path,
     output_dir: str | Path,
     cfg: LoraSettings,
@@ -149,8 +128,10 @@ def _train(
     seed: int,
     bf16: bool | None,
 ) -> AdapterResult:
-    """Load the base (and `base_adapter`), train with `make_trainer`'s trainer, and move the
+    """Load the base (and `base_adapter`), train with `method`'s trainer, and move the
     adapter into `output_dir` whole, with its summary."""
+    trainer_class, config_class, specific, fields = method
+    _check_records(records, fields)
     output_dir = Path(output_dir)
     if output_dir.exists():
         raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
@@ -193,8 +174,14 @@ def _train(
             seed=seed,
             data_seed=seed,
         )
-        callbacks = [_Progress(progress_callback)] if progress_callback else None
-        trainer = make_trainer(model, tokenizer, peft_config, common, callbacks)
+        trainer = trainer_class(
+            model=model,
+            args=config_class(**common, **specific),
+            train_dataset=Dataset.from_list(records),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[_Progress(progress_callback)] if progress_callback else None,
+        )
         output = trainer.train()
         # only the trained adapter: DPO from an adapter keeps a frozen copy named "ref"
         trainer.model.save_pretrained(partial, selected_adapters=["default"])

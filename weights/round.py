@@ -97,7 +97,7 @@ async def lora_round(
             kind, lm.base_model_path, start, stage, target, cfg, seed
         )
         start = str(adapter_dir)
-    sets = tuple(str(run_dir / TRAINING_SETS / f"{kind}.jsonl") for kind, _ in stages)
+    sets = tuple(str(_training_set(run_dir, kind)) for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
     try:
         name = await ensure_adapter(lm, ServedAdapter(f"adapter-{run_dir.name}", str(adapter_dir)))
@@ -153,6 +153,10 @@ async def ensure_adapter(lm: AdapterLM, adapter: ServedAdapter) -> str:
     return adapter.name
 
 
+def _training_set(run_dir: Path, kind: str) -> Path:
+    return run_dir / TRAINING_SETS / f"{kind}.jsonl"
+
+
 def _what(base: ServedAdapter | None) -> str:
     return "the base model" if base is None else f"the adapter in production ({base.name})"
 
@@ -172,11 +176,11 @@ async def _train_once(
     ones it was trained on, not a resumed night's new samples."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
         return target, json.loads((target / TRAINING_SUMMARY).read_text())["train_loss"]
-    sets = target.parent / TRAINING_SETS
-    sets.mkdir(parents=True, exist_ok=True)
-    partial = sets / f".{kind}.jsonl.partial"
+    path = _training_set(target.parent, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
     partial.write_text("".join(json.dumps(record) + "\n" for record in records))
-    partial.replace(sets / f"{kind}.jsonl")
+    partial.replace(path)
     train = {"sft": train_sft_adapter, "dpo": train_dpo_adapter}[kind]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     result = await run_in_own_thread(
