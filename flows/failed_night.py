@@ -10,6 +10,7 @@ from flows.collect import Collected, summarize
 from flows.night_report import (
     alignment_metrics,
     heldout_metrics,
+    lora_metrics,
     prompt_metrics,
     seconds_metrics,
     trace_metrics,
@@ -22,6 +23,7 @@ from infra.lm import StageCalls
 from infra.redaction import mask
 from infra.registry.mlflow_registry import safe_params
 from judges.align import Alignment
+from weights.round import LoraRound
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,10 @@ def measured(clock: StageClock, calls: dict[str, StageCalls]) -> dict[str, float
             out |= trace_metrics(summarize(result))
         elif isinstance(result, Alignment):
             out |= alignment_metrics(result)
-        elif isinstance(result, PromptStage):
-            out |= prompt_metrics(result)
+        elif isinstance(result, PromptStage):  # clocked as "step<k>_prompts"
+            out |= prompt_metrics(result, f"{name.removesuffix('_prompts')}_agent")
+        elif isinstance(result, LoraRound):  # clocked as "step<k>_lora"
+            out |= lora_metrics(result, name)
         elif isinstance(result, Evaluation):
             out |= heldout_metrics(name.removeprefix("eval_"), result)
     return out

@@ -1,5 +1,6 @@
-"""What changed tonight, to look at: each GEPA stage's best score against the metric
-calls it spent, and the texts it changed, as diffs from where the night started."""
+"""What changed tonight, to look at: each GEPA run's best score (the judge's, each prompt
+step's) against the metric calls it spent, and the texts it changed, as diffs from where
+the night started."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ def curves_figure(report: NightReport) -> Figure:
     """Best validation score against metric calls spent, one panel per GEPA stage."""
     stages = [
         ("judge alignment", report.alignment.curve, f"judge {report.alignment.primary} (val)"),
-        ("agent prompts", report.prompt.curve, "agent judge score (Pareto set)"),
+    ] + [
+        (f"agent prompts, step {k}", stage.curve, "agent judge score (Pareto set)")
+        for k, stage in report.prompt_steps
     ]
     figure = Figure(figsize=(10, 3.6), layout="constrained")
-    axes = figure.subplots(1, len(stages))
+    axes = figure.subplots(1, len(stages), squeeze=False)[0]
     for axis, (title, curve, ylabel) in zip(axes, stages, strict=True):
         if curve:
             calls, best = zip(*curve, strict=True)
@@ -36,7 +39,7 @@ def prompt_diffs(report: NightReport) -> str:
     seed rubric for the judge, production's prompts for the agent); unchanged ones named."""
     pairs = [
         ("judge", report.alignment.seed.prompts, report.alignment.judge.prompts),
-        ("agent", report.seed_prompts, report.prompt.prompts),
+        ("agent", report.seed_prompts, report.prompts),
     ]
     lines = ["## What the night changed", ""]
     for owner, before, after in pairs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flows.fast_slow import Step
 from flows.feedback import Feedback
 from flows.promotion import CANDIDATE, Move
 from flows.promotion_gate import Evidence, PromotionDecision
@@ -48,9 +49,9 @@ class NightReport:
     collected: dict[str, int]
     alignment: Alignment  # tonight's aligned judge beside the seed rubric
     gate: JudgeGate  # which judge the night ran on (tonight's or the one in use), and why
-    prompt: PromptStage
-    lora: LoraRound
-    evals: dict[str, Evaluation]  # "seed", "prompts", and "lora" when a round ran
+    steps: list[Step]  # the fast-slow schedule's steps, as they ran
+    prompts: dict[str, str]  # the candidate's: the best state's prompts
+    evals: dict[str, Evaluation]  # "seed" (production) and "candidate", on the gate's slice
     seconds: float
     stage_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     adapter_path: str | None = None  # the candidate's adapter: tonight's or production's
@@ -65,6 +66,14 @@ class NightReport:
     trace_window: dict[str, str] = field(default_factory=dict)
 
     @property
+    def prompt_steps(self) -> list[tuple[int, PromptStage]]:
+        return [(s.index, s.prompt) for s in self.steps if s.prompt is not None]
+
+    @property
+    def weight_steps(self) -> list[tuple[int, LoraRound]]:
+        return [(s.index, s.lora) for s in self.steps if s.lora is not None]
+
+    @property
     def judge_trusted(self) -> bool:
         """Whether the judge the agent was optimized against agrees enough with the humans."""
         return self.gate.trusted
@@ -72,11 +81,15 @@ class NightReport:
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow: before/after of every stage."""
         out = trace_metrics(self.collected) | alignment_metrics(self.alignment)
-        out |= prompt_metrics(self.prompt) | seconds_metrics(self.stage_intervals)
+        out |= seconds_metrics(self.stage_intervals)
+        for step in self.steps:
+            out |= step_metrics(step)
+        prompt_stages = [stage for _, stage in self.prompt_steps]
         out |= {
             "judge_trusted": float(self.judge_trusted),
-            "lora_records": self.lora.records,
-            "lora_val_without": self.lora.val_without,
+            "steps_kept": float(sum(s.decision.kept for s in self.steps)),
+            "agent_metric_calls": float(sum(p.metric_calls for p in prompt_stages)),
+            "agent_reflection_calls": float(sum(p.reflection_calls for p in prompt_stages)),
             "wall_seconds": self.seconds,
         }
         used, previous = self.gate.judge, self.gate.previous
@@ -94,10 +107,6 @@ class NightReport:
         if self.feedback:
             out |= self.feedback.metrics()
         out |= call_metrics(self.calls)
-        if self.lora.val_with is not None:
-            out["lora_val_with"] = self.lora.val_with
-        if self.lora.train_loss is not None:
-            out["lora_train_loss"] = self.lora.train_loss
         for stage, ev in self.evals.items():
             out |= heldout_metrics(stage, ev)
         return out
@@ -126,15 +135,39 @@ def alignment_metrics(aligned: Alignment) -> dict[str, float]:
     }
 
 
-def prompt_metrics(prompt: PromptStage) -> dict[str, float]:
+def prompt_metrics(prompt: PromptStage, prefix: str) -> dict[str, float]:
     return {
-        "agent_judge_unparseable_verdicts": float(prompt.judge_unparseable),
-        "agent_metric_calls": prompt.metric_calls,
-        "agent_reflection_calls": prompt.reflection_calls,
-        "agent_candidates": prompt.candidates,
-        "agent_val_seed": prompt.seed_val,
-        "agent_val_best": prompt.best_val,
+        f"{prefix}_judge_unparseable_verdicts": float(prompt.judge_unparseable),
+        f"{prefix}_metric_calls": prompt.metric_calls,
+        f"{prefix}_reflection_calls": prompt.reflection_calls,
+        f"{prefix}_candidates": prompt.candidates,
+        f"{prefix}_val_seed": prompt.seed_val,
+        f"{prefix}_val_best": prompt.best_val,
     }
+
+
+def lora_metrics(lora: LoraRound, prefix: str) -> dict[str, float]:
+    out = {f"{prefix}_records": float(lora.records), f"{prefix}_val_without": lora.val_without}
+    if lora.val_with is not None:
+        out[f"{prefix}_val_with"] = lora.val_with
+    if lora.train_loss is not None:
+        out[f"{prefix}_train_loss"] = lora.train_loss
+    return out
+
+
+def step_metrics(step: Step) -> dict[str, float]:
+    """A step's decision and what it ran, as step<k>_*: its score before and after where
+    steps are chosen, and its GEPA run (step<k>_agent_*) or LoRA round (step<k>_lora_*)."""
+    prefix = f"step{step.index}"
+    out = {f"{prefix}_kept": float(step.decision.kept)}
+    for name in ("before", "after"):
+        if (value := getattr(step.decision, name)) is not None:
+            out[f"{prefix}_{name}"] = value
+    if step.prompt is not None:
+        out |= prompt_metrics(step.prompt, f"{prefix}_agent")
+    if step.lora is not None:
+        out |= lora_metrics(step.lora, f"{prefix}_lora")
+    return out
 
 
 def heldout_metrics(stage: str, ev: Evaluation) -> dict[str, float]:

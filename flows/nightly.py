@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.settings import get_current_settings
 from prefect.tasks import exponential_backoff
@@ -26,6 +26,7 @@ from flows import feedback, stages
 from flows.approval import ask_approval
 from flows.collect import Collected, collect, hold_out, summarize, trace_window, window_start
 from flows.failed_night import record_failed_night
+from flows.fast_slow import NightState, split_heldout
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
@@ -35,28 +36,21 @@ from flows.registration import log_feedback, production_prompts, register_versio
 from flows.report import render_markdown
 from flows.retention import expire
 from flows.runtime import Runtime
+from flows.schedule import Schedule, evaluate_heldout
 from flows.stage_calls import check_stage, night_calls
 from flows.stage_clock import StageClock
+from flows.stage_tasks import optimizing, stage
 from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
-from infra.types import Example
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
 from judges.disagreements import disagreements
 from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
 from judges.judge import Judge
 from judges.scaled_metric import check_ranked
-from weights.round import LoraRound, ServedAdapter, ensure_adapter
+from weights.round import ServedAdapter
 
 log = logging.getLogger(__name__)
-
-
-def _stage_key(context, parameters) -> str:
-    return f"{parameters['run_id']}:{context.task.name}"
-
-
-def _stage(name: str):
-    return task(name=name, cache_key_fn=_stage_key, persist_result=True, retries=0)
 
 
 def _retrying(rt: Runtime, stage):
@@ -83,14 +77,6 @@ def _transient(task, task_run, state) -> bool:
     return isinstance(error, BaseException) and is_transient(error)
 
 
-async def _optimizing(label: str, budget: int, run):
-    """Run a GEPA stage under a progress bar, and keep its optimization curve."""
-    with StageProgress(label, budget) as progress:
-        stage = await run(progress.on_event)
-    stage.curve = progress.curve
-    return stage
-
-
 @dataclass(frozen=True)
 class Production:
     """What was in production when the night started: where it starts from, and the
@@ -101,7 +87,7 @@ class Production:
     adapter: ServedAdapter | None = None  # its LoRA adapter, copied into the night's folder
 
 
-@_stage("read-production")
+@stage("read-production")
 async def read_production(rt: Runtime, run_id: str) -> Production:
     """Read once per night, so that a resumed night compares against the same baseline."""
     seeds = rt.agent.seed_prompts()
@@ -117,7 +103,7 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
     return Production(version, prompts, adapter)
 
 
-@_stage("collect-traces")
+@stage("collect-traces")
 async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     """Tonight's traces, and every label to date: the labels made since the last
     successful night (on traces of any age) join the label store first."""
@@ -145,9 +131,9 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     return collected
 
 
-@_stage("align-judge")
+@stage("align-judge")
 async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignment:
-    return await _optimizing(
+    return await optimizing(
         "judge alignment",
         rt.settings.judge.max_metric_calls,
         lambda on_event: stages.align_judge_stage(
@@ -156,7 +142,7 @@ async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignme
     )
 
 
-@_stage("gate-judge")
+@stage("gate-judge")
 async def gate_judge(
     rt: Runtime, run_id: str, alignment: Alignment, collected: Collected
 ) -> JudgeGate:
@@ -175,72 +161,12 @@ async def gate_judge(
         )
 
 
-@_stage("optimize-prompts")
-async def optimize_prompts(
-    rt: Runtime, run_id: str, collected: Collected, production: Production, judge: Judge
-) -> stages.PromptStage:
-    adapter = await _served(rt, production.adapter)
-    return await _optimizing(
-        "agent prompts (GEPA)",
-        rt.settings.agent_opt.max_metric_calls,
-        lambda on_event: stages.optimize_prompts_stage(
-            rt,
-            collected.examples,
-            production.prompts,
-            judge,
-            on_event,
-            adapter,
-            rt.run_dir(run_id) / "gepa-prompts",
-        ),
-    )
-
-
-@_stage("lora-round")
-async def lora_round(
-    rt: Runtime,
-    run_id: str,
-    collected: Collected,
-    prompts: dict[str, str],
-    judge: Judge,
-    production: Production,
-) -> LoraRound:
-    await _served(rt, production.adapter)
-    with StageProgress("LoRA round (SFT)", None):
-        return await stages.lora_stage(
-            rt, collected.examples, prompts, judge, rt.run_dir(run_id), production.adapter
-        )
-
-
-async def _served(rt: Runtime, adapter: ServedAdapter | None) -> str | None:
-    return await ensure_adapter(rt.lm, adapter) if adapter else None
-
-
-@task(
-    name="evaluate-heldout",
-    cache_key_fn=lambda c, p: f"{p['run_id']}:eval:{p['label']}",
-    persist_result=True,
-)
-async def evaluate_heldout(
-    rt: Runtime,
-    run_id: str,
-    label: str,
-    prompts: dict[str, str],
-    judge: Judge,
-    adapter: ServedAdapter | None,
-    trace_slice: list[Example],
-) -> stages.Evaluation:
-    name = await _served(rt, adapter)
-    examples = rt.heldout_examples(trace_slice)
-    with StageProgress(f"held-out evaluation: {label}", None):
-        return await stages.evaluate_agent(rt, prompts, examples, judge, name)
-
-
-@_stage("register-versions")
+@stage("register-versions")
 async def register(rt: Runtime, run_id: str, report: NightReport) -> Registered:
     return register_versions(rt, run_id, report)
 
 
-@_stage("promote")
+@stage("promote")
 async def promote_candidate(
     rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
 ) -> Move:
@@ -274,12 +200,11 @@ async def _production_move(
 
 
 def night_evidence(
-    evals: dict[str, stages.Evaluation], lora: LoraRound, gate: JudgeGate, baseline: int | None
+    evals: dict[str, stages.Evaluation], gate: JudgeGate, baseline: int | None
 ) -> Evidence:
-    """The night's candidate (its prompts, and its adapter if kept) against what was in
-    production, on the same held-out examples."""
-    candidate = evals["lora"] if lora.kept and "lora" in evals else evals["prompts"]
-    production = evals["seed"]
+    """The night's candidate (its best state) against what was in production, on the
+    held-out examples the steps were not chosen on."""
+    candidate, production = evals["candidate"], evals["seed"]
     return Evidence(
         candidate=candidate.scores,
         production=production.scores,
@@ -294,7 +219,7 @@ def night_evidence(
 # resumed night retries the rest; `feedback.send_feedback` catches, and the night ends.
 
 
-@_stage("judge-night-traces")
+@stage("judge-night-traces")
 async def judge_night_traces(
     rt: Runtime, run_id: str, collected: Collected, judge: Judge
 ) -> NightVerdicts:
@@ -316,7 +241,7 @@ async def judge_night_traces(
     return verdicts
 
 
-@_stage("request-labels")
+@stage("request-labels")
 async def request_labels(rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge) -> int:
     n = rt.settings.judge.active_learning_per_night
     pending = rt.traces.pending_label_requests()
@@ -326,7 +251,7 @@ async def request_labels(rt: Runtime, run_id: str, verdicts: NightVerdicts, judg
     return sent
 
 
-@_stage("write-judge-scores")
+@stage("write-judge-scores")
 async def write_judge_scores(
     rt: Runtime, run_id: str, verdicts: NightVerdicts, gate: JudgeGate
 ) -> int:
@@ -361,37 +286,38 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
+    heldout = rt.heldout_examples(collected.heldout)
+    cfg = rt.settings.fast_slow
+    selection, gated = split_heldout(heldout, cfg.selection_share, rt.settings.seed)
 
-    async def held_out(label: str, prompts: dict[str, str], adapter: ServedAdapter | None):
-        work = evaluate_heldout(rt, run_id, label, prompts, judge, adapter, collected.heldout)
+    async def held_out(label: str, state: NightState) -> stages.Evaluation:
+        work = evaluate_heldout(rt, run_id, label, state, judge, gated)
         return await clock.time(f"eval_{label}", work)
 
     # production as it runs: its prompts with its adapter
-    evals = {"seed": await held_out("seed", production.prompts, production.adapter)}
-    prompt = await clock.time("prompts", optimize_prompts(rt, run_id, collected, production, judge))
-    evals["prompts"] = await held_out("prompts", prompt.prompts, production.adapter)
-    lora = await clock.time(
-        "lora", lora_round(rt, run_id, collected, prompt.prompts, judge, production)
-    )
-    if lora.trained_path:  # measured even when not kept: held-out shows the true effect
-        tonight = ServedAdapter(f"adapter-{run_id}", lora.trained_path)
-        evals["lora"] = await held_out("lora", prompt.prompts, tonight)
-    evidence = night_evidence(evals, lora, gate, production.version)
+    in_production = NightState(production.prompts, production.adapter)
+    evals = {"seed": await held_out("seed", in_production)}
+    schedule = Schedule(rt, run_id, clock, collected, judge, selection, in_production)
+    steps = await schedule.run()
+    best = schedule.best
+    unchanged = best == in_production
+    evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
+    evidence = night_evidence(evals, gate, production.version)
     decision = decide(evidence, rt.settings.promotion, rt.settings.seed)
     report = NightReport(
         run_id=run_id,
         collected=summarize(collected),
         alignment=aligned,
         gate=gate,
-        prompt=prompt,
-        lora=lora,
+        steps=steps,
+        prompts=best.prompts,
         evals=evals,
         seconds=time.perf_counter() - start,
         stage_intervals=clock.intervals,
         evidence=evidence,
         promotion=decision,
-        # the candidate's weights: tonight's adapter if kept, else production's carried on
-        adapter_path=lora.adapter_path or (production.adapter.path if production.adapter else None),
+        # the candidate's weights: a kept weight step's adapter, else production's carried on
+        adapter_path=best.adapter.path if best.adapter else None,
         seed_prompts=production.prompts,
         calls=night_calls(rt.call_tallies()),
         trace_window=trace_window(collected.window),

@@ -7,6 +7,7 @@ judge it used and why.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -43,20 +44,47 @@ def _register_prompts(
 def _log_training_sets(
     registry: Registry, report: NightReport, prompt_versions: dict[str, int]
 ) -> None:
-    """The LoRA round's training sets as the run's datasets, with their provenance: the
-    prompts its rollouts ran (the versions just registered), the adapter they were sampled
-    with and trained on from, the judge that scored them, and the night's trace window."""
-    lora = report.lora
-    provenance = {
-        "flywheel.prompts": json.dumps(prompt_versions, sort_keys=True),
-        "flywheel.base_adapter": lora.base_adapter or "none (the base model)",
-        "flywheel.judge_version": report.gate.judge.label,
-        "flywheel.traces_since": report.trace_window.get("since", "unknown"),
-        "flywheel.traces_fetched_at": report.trace_window.get("fetched_at", "unknown"),
+    """Each weight step's training sets as the run's datasets, with their provenance: the
+    prompts its rollouts ran (the registered versions when they are the candidate's, else
+    the step they came from and their digest), the adapter they were sampled with and
+    trained on from, the judge that scored them, and the night's trace window."""
+    for step in report.steps:
+        if step.lora is None:
+            continue
+        ran = step.prompts
+        provenance = {
+            "flywheel.step": str(step.index),
+            "flywheel.prompts": json.dumps(prompt_versions, sort_keys=True)
+            if ran == report.prompts
+            else f"not registered (step {step.started_from}'s prompts)",
+            "flywheel.prompts_sha256": hashlib.sha256(
+                json.dumps(ran, sort_keys=True).encode()
+            ).hexdigest()[:16],
+            "flywheel.fst": str(step.fst).lower(),  # rollouts drew prompts from the front
+            "flywheel.base_adapter": step.lora.base_adapter or "none (the base model)",
+            "flywheel.judge_version": report.gate.judge.label,
+            "flywheel.traces_since": report.trace_window.get("since", "unknown"),
+            "flywheel.traces_fetched_at": report.trace_window.get("fetched_at", "unknown"),
+        }
+        for path in map(Path, step.lora.training_sets):
+            if path.exists():  # a night resumed on another machine may not have them
+                registry.log_training_set(path, f"lora-step{step.index}-{path.stem}", provenance)
+
+
+def _lineage(report: NightReport) -> dict[str, str]:
+    """What the candidate grew from: production's version, and each step's outcome."""
+    production = report.evidence.production_version if report.evidence else None
+    steps = ", ".join(
+        f"{s.index}:{s.kind} {'kept' if s.decision.kept else 'dropped'}" for s in report.steps
+    )
+    weights = [s for s in report.steps if s.lora is not None and s.decision.kept]
+    return {
+        "flywheel.lineage.production_version": str(production) if production else "none",
+        "flywheel.lineage.steps": steps or "none",
+        "flywheel.lineage.adapter_from": (weights[-1].lora.base_adapter or "the base model")
+        if weights
+        else "no weight step kept",
     }
-    for path in map(Path, lora.training_sets):
-        if path.exists():  # a night resumed on another machine may not have them
-            registry.log_training_set(path, f"lora-{path.stem}", provenance)
 
 
 def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Registered:
@@ -79,7 +107,8 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             }
         )
         registry.log_metrics(metrics)
-        curves = {"judge": report.alignment.curve, "agent": report.prompt.curve}
+        curves = {"judge": report.alignment.curve}
+        curves |= {f"agent_step{k}": stage.curve for k, stage in report.prompt_steps}
         for name, curve in {} if resumed else curves.items():
             for calls, best in curve:  # the optimization curve, step = metric calls spent
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
@@ -90,14 +119,14 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         if report.evidence is not None:
             log_evidence(registry, report.evidence)
         prefix, model = settings.registry.prompt_name, settings.registry.model_name
-        prompt_versions = _register_prompts(registry, prefix, report.prompt.prompts, run_id, tags)
+        prompt_versions = _register_prompts(registry, prefix, report.prompts, run_id, tags)
         _log_training_sets(registry, report, prompt_versions)
         version_tags = {
             "flywheel.judge_trusted": str(report.judge_trusted).lower(),
             "flywheel.judge_version": gate.judge.label,
             PROMPTS_TAG: json.dumps(prompt_versions, sort_keys=True),
             ADAPTER_TAG: str(report.adapter_path is not None).lower(),
-        }
+        } | _lineage(report)
         if report.promotion is not None:
             version_tags |= report.promotion.tags()
         model_version = registry.find_model_version(model, tags) or registry.register_model_version(
@@ -113,7 +142,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
                 registry.set_prompt_alias(name, CANDIDATE, version)
             registry.set_model_alias(model, CANDIDATE, model_version)
             if rt.prompt_hub is not None:  # a candidate label where the agent reads
-                prompts = report.prompt.prompts
+                prompts = report.prompts
                 publish_managed(registry, rt.prompt_hub, model, model_version, prompts, [CANDIDATE])
         run_id_mlflow = run.info.run_id
     return Registered(

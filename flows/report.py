@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from flows.fast_slow import KIND_NAMES
 from flows.night_figures import prompt_diffs
 from flows.night_report import NightReport
 
@@ -47,27 +48,37 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
             _fmt(aligned.get("accuracy")),
             "",
         ),
-        (
-            "agent judge score (Pareto set)",
-            _fmt(report.prompt.seed_val),
-            _fmt(report.prompt.best_val),
-            f"{report.prompt.metric_calls} metric calls, {report.prompt.candidates} candidates"
-            + _unreadable(report.prompt.judge_unparseable),
-        ),
     ]
-    seed = report.evals["seed"]
-    for stage in ("prompts", "lora"):
-        if stage in report.evals:
-            ev = report.evals[stage]
-            rows.append(
-                (
-                    f"held-out accuracy after {stage}",
-                    _fmt(seed.accuracy),
-                    _fmt(ev.accuracy),
-                    f"{ev.n} examples with true labels"
-                    + (f", {ev.failed} left out (model calls failed)" if ev.failed else ""),
-                )
+    for index, stage in report.prompt_steps:
+        rows.append(
+            (
+                f"step {index}: agent judge score (Pareto set)",
+                _fmt(stage.seed_val),
+                _fmt(stage.best_val),
+                f"{stage.metric_calls} metric calls, {stage.candidates} candidates"
+                + _unreadable(stage.judge_unparseable),
             )
+        )
+    for step in report.steps:
+        d = step.decision
+        rows.append(
+            (
+                f"step {step.index} ({KIND_NAMES[step.kind]}): selection score",
+                _fmt(d.before),
+                _fmt(d.after),
+                f"{'kept' if d.kept else 'dropped'}, {step.seconds:.0f} s",
+            )
+        )
+    seed, candidate = report.evals["seed"], report.evals["candidate"]
+    rows.append(
+        (
+            "held-out accuracy, production → candidate",
+            _fmt(seed.accuracy),
+            _fmt(candidate.accuracy),
+            f"{candidate.n} examples the steps were not chosen on"
+            + (f", {candidate.failed} left out (model calls failed)" if candidate.failed else ""),
+        )
+    )
     return rows
 
 
@@ -111,8 +122,8 @@ def notes(report: NightReport) -> list[str]:
             f"Judge: kept the seed rubric; GEPA's best had validation {STATISTICS[a.primary]} "
             f"{a.val_score:.3f} vs the seed's {a.seed_val_score:.3f}."
         )
-    if report.lora.note:
-        out.append(f"LoRA round: {report.lora.note}")
+    out += [f"Schedule {step.line()}." for step in report.steps]
+    out += [f"LoRA round of step {k}: {lora.note}" for k, lora in report.weight_steps if lora.note]
     return out
 
 

@@ -19,7 +19,7 @@ from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, optimize
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
-from infra.settings import GEPASettings, NetworkSettings
+from infra.settings import AgentOptSettings, GEPASettings, LoraSettings, NetworkSettings
 from infra.types import Example, Rollout
 from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts
 from judges.align import Alignment, align
@@ -43,6 +43,8 @@ class PromptStage:
     candidates: int
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
     judge_unparseable: int = 0  # the metric judge's verdicts the search could not read
+    # the Pareto front: each candidate with the number of val examples it is best on
+    front: list[tuple[dict[str, str], int]] = field(default_factory=list)
 
 
 @dataclass
@@ -131,10 +133,12 @@ async def optimize_prompts_stage(
     on_event: OnEvent = None,
     adapter: str | None = None,
     run_dir: Path | None = None,
+    cfg: AgentOptSettings | None = None,
 ) -> PromptStage:
-    """GEPA on the agent's prompts, run on the model as in production (`adapter`); with
-    `run_dir`, a killed run resumes from there, paying for nothing it saved."""
-    cfg, seed = rt.settings.agent_opt, rt.settings.seed
+    """GEPA on the agent's prompts, run on the model with `adapter` (the night's current
+    one), on `cfg` (a prompt step's share of `agent_opt`); with `run_dir`, a killed run
+    resumes from there, paying for nothing it saved."""
+    cfg, seed = cfg or rt.settings.agent_opt, rt.settings.seed
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
     gepa_adapter = AgentJudgeAdapter(
@@ -158,6 +162,7 @@ async def optimize_prompts_stage(
         reflection_calls=result.reflection_calls,
         candidates=len(result.candidates),
         judge_unparseable=metric.unparseable,
+        front=[(dict(result.candidates[k]), wins) for k, wins in result.front().items()],
     )
 
 
@@ -194,18 +199,20 @@ def slice_of(example: Example) -> str | None:
 
 async def judged_rollouts(
     rt: Runtime,
-    prompts: dict[str, str],
+    prompts: dict[str, str] | Callable[[Example], dict[str, str]],
     examples: list[Example],
     metric: RolloutJudge,
     adapter: str | None = None,
     **params: Any,
 ) -> list[Rollout]:
-    """The agent on each example (greedy unless `params` say otherwise), judged; the
-    examples where a model call failed for good are left out."""
+    """The agent on each example (greedy unless `params` say otherwise) with `prompts`
+    (or the prompts a function picks per example), judged; the examples where a model
+    call failed for good are left out."""
     params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": 0.0} | params
+    pick = prompts if callable(prompts) else lambda _: prompts
 
     async def run(example: Example) -> Rollout:
-        return await rt.agent.run(example, prompts, rt.lm, adapter=adapter, **params)
+        return await rt.agent.run(example, pick(example), rt.lm, adapter=adapter, **params)
 
     _, rollouts = answered(examples, await each(examples, run))
     return await judge_rollouts(metric, rollouts)
@@ -218,23 +225,55 @@ async def lora_stage(
     judge: Judge,
     run_dir: Path,
     base: ServedAdapter | None = None,
+    cfg: LoraSettings | None = None,
+    front: list[tuple[dict[str, str], int]] | None = None,
+    adapter_name: str | None = None,
+    labelled: list[JudgedItem] | None = None,
 ) -> LoraRound:
     """The weight round on the agent's traffic, its rollouts judged by the night's judge,
-    from the adapter in production (`base`) when there is one."""
+    from the night's current adapter (`base`) when there is one, on `cfg` (a weight
+    step's share of `lora`). With a Pareto `front` (FST), each sampled rollout runs the
+    prompts of a front candidate drawn as GEPA draws parents; the comparisons run `prompts`.
+    `labelled`: traces people passed or failed, whose recorded replies join the samples
+    (`lora.human_labels`)."""
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
+    cfg, seed = cfg or rt.settings.lora, rt.settings.seed
+    human = {
+        item.id: (item.output_text, float(item.human_pass))
+        for item in labelled or []
+        if item.human_pass is not None and cfg.human_labels
+    }
 
     async def rollouts(examples: list[Example], adapter: str | None, **params: Any):
-        return await judged_rollouts(rt, prompts, examples, metric, adapter, **params)
+        sampled = params.get("temperature", 0.0) > 0  # training samples, not a comparison
+        chosen = _front_draw(front, seed, params.get("seed", 0)) if front and sampled else prompts
+        return await judged_rollouts(rt, chosen, examples, metric, adapter, **params)
 
     return await lora_round(
         rt.lm,
         rollouts,
         trainset,
         valset,
-        rt.settings.lora,
+        cfg,
         run_dir,
         min_score=judge.threshold,
-        seed=rt.settings.seed,
+        seed=seed,
         base=base,
+        adapter_name=adapter_name,
+        human=human,
     )
+
+
+def _front_draw(
+    front: list[tuple[dict[str, str], int]], seed: int, sample: int
+) -> Callable[[Example], dict[str, str]]:
+    """Per example, a front candidate drawn in proportion to the val examples it leads
+    on; seeded by the example and the sample, so a resumed night draws the same."""
+    candidates, weights = zip(*front, strict=True)
+
+    def pick(example: Example) -> dict[str, str]:
+        rng = random.Random(f"fst:{seed}:{sample}:{example.id}")
+        return rng.choices(candidates, weights=weights)[0]
+
+    return pick

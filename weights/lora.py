@@ -5,6 +5,7 @@ configuration and the folder handling; only the trainer and its records differ."
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import time
@@ -162,8 +163,10 @@ def _train(
     with tempfile.TemporaryDirectory(prefix="flywheel-lora-") as scratch:
         common = dict(
             output_dir=scratch,
-            per_device_train_batch_size=cfg.batch_size,
+            per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
+            gradient_accumulation_steps=math.ceil(cfg.batch_size / cfg.micro_batch_size),
             num_train_epochs=cfg.epochs,
+            max_steps=cfg.max_steps or -1,  # -1: trl's "epochs decide"
             bf16=use_bf16,
             use_cpu=True,
             dataloader_num_workers=0,

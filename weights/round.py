@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
@@ -68,10 +68,15 @@ async def lora_round(
     min_score: float,
     seed: int,
     base: ServedAdapter | None = None,
+    adapter_name: str | None = None,
+    human: Mapping[str, tuple[str, float]] | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
-    `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter in
-    production, served; None: the base model) on `valset`."""
+    `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter the
+    rollouts ran with, served; None: the base model) on `valset`. The new adapter is
+    served as `adapter_name` (default "adapter-<run_dir's name>"): unique per night, since
+    a model server keeps what it loaded. `human`: example id -> (a recorded output, a
+    person's score of it in [0, 1]), which joins the samples (`with_human_labels`)."""
     before = base.name if base else None
     without = fmean(r.score for r in await rollouts(valset, before))
     if not cfg.enabled:
@@ -85,7 +90,7 @@ async def lora_round(
             for k in range(cfg.samples_per_example)
         )
     )
-    judged = [rollout for batch in samples for rollout in batch]
+    judged = with_human_labels([rollout for batch in samples for rollout in batch], human or {})
     cut = min_score if cfg.min_judge_score is None else cfg.min_judge_score
     stages, skipped = training_sets(judged, cut, cfg, seed)
     if not stages:
@@ -100,7 +105,8 @@ async def lora_round(
     sets = tuple(str(_training_set(run_dir, kind)) for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
     try:
-        name = await ensure_adapter(lm, ServedAdapter(f"adapter-{run_dir.name}", str(adapter_dir)))
+        served = ServedAdapter(adapter_name or f"adapter-{run_dir.name}", str(adapter_dir))
+        name = await ensure_adapter(lm, served)
     except Exception as err:  # e.g. a server without runtime LoRA loading
         note = (
             f"trained {adapter_dir}, but the model server could not load it ({err}); a "
@@ -121,6 +127,25 @@ async def lora_round(
         training_sets=sets,
         base_adapter=before,
     )
+
+
+def with_human_labels(
+    judged: list[Rollout], human: Mapping[str, tuple[str, float]]
+) -> list[Rollout]:
+    """People's verdicts join the judged samples, and outrank them: an output a person
+    passed (score 1) is its example's best sample, so SFT takes it first and DPO takes it
+    as chosen; one they failed (score 0) is a DPO rejected. Each is paired with the chat
+    of its example's first sample, so only examples that were sampled (the training
+    split) get one: a held-out trace's label never reaches training."""
+    first: dict[str, Rollout] = {}
+    for rollout in judged:
+        first.setdefault(rollout.example.id, rollout)
+    labelled = [
+        replace(sample, output=output, score=score, usage={})
+        for example_id, (output, score) in sorted(human.items())
+        if (sample := first.get(example_id)) is not None and output.strip()
+    ]
+    return judged + labelled
 
 
 def training_sets(

@@ -182,14 +182,15 @@ class Registry:
 
     def log_training_set(self, path: Path, name: str, tags: dict[str, str]) -> str:
         """A training set as an input of the active run: the file as an artifact under
-        `training/`, and a dataset named `name` whose digest is the file's content hash
+        `training/<name>/`, and a dataset named `name` whose digest is the file's content hash
         and whose tags say where it came from (the MLflow UI lists it under the run's
         datasets). Logged again with the same content, it is the same dataset. Returns
         the digest."""
         run_id = _active_run_id()
-        mlflow.log_artifact(str(path), "training", run_id=run_id)
+        folder = f"training/{name}"  # a night's steps each have their sft.jsonl
+        mlflow.log_artifact(str(path), folder, run_id=run_id)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        uri = mlflow.get_artifact_uri(f"training/{path.name}")
+        uri = mlflow.get_artifact_uri(f"{folder}/{path.name}")
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": two
             warnings.simplefilter("ignore", UserWarning)  # registered sources, one class
             source = resolve_dataset_source(uri)
