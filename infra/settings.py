@@ -207,6 +207,10 @@ class LoraSettings(Section):
     # Optimizer steps per night at most, shared evenly by the schedule's weight steps
     # (`fast_slow`); None: every weight step runs `epochs` over its records.
     max_steps: PositiveInt | None = None
+    # Early stopping on the judge: a weight step's training saves its adapter at this many
+    # evenly spaced points (the last one is the end), the judge scores each on the Pareto
+    # set, and the best goes on. 1: only the end.
+    checkpoints: PositiveInt = 2
     # Train on from the adapter the step starts with (production's, or one kept earlier
     # tonight; its rank and targets win) rather than afresh from the base model; either
     # way the step must beat that state to be kept.

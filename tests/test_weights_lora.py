@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
 from weights.adapters import adapter_files_ok
-from weights.lora import TRAINING_SUMMARY, train_dpo_adapter, train_sft_adapter
+from weights.lora import TRAINING_SUMMARY, checkpoints, train_dpo_adapter, train_sft_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -164,3 +164,17 @@ def test_records_missing_a_field_are_named(trained):
     broken[2]["rejected"] = []
     with pytest.raises(ValueError, match="record 2: field 'rejected'"):
         train_dpo_adapter(broken, base, result.path.with_name("never"), LoraSettings())
+
+
+def test_training_saves_earlier_adapters_for_early_stopping(tmp_path):
+    base = resolve_model_path()
+    cfg = LoraSettings(batch_size=4, max_seq_length=64, learning_rate=1e-3, checkpoints=2)
+    result = train_sft_adapter(records(), base, tmp_path / "a", cfg)
+    (halfway,) = checkpoints(result.path)
+    assert halfway.name == "step-1" and adapter_files_ok(halfway)
+    assert not (halfway / "ref").exists()  # only the trained adapter
+    ids = torch.tensor([[1, 9690, 198, 2683, 28, 253, 1035, 30]])
+    with torch.no_grad():
+        early = load_for_inference(base, halfway)(input_ids=ids).logits
+        end = load_for_inference(base, result.path)(input_ids=ids).logits
+    assert (early - end).abs().max() > 1e-4  # one more step moved it

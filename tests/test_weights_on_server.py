@@ -65,6 +65,7 @@ async def test_a_weight_step_trains_on_the_checkpoint_and_hot_loads_into_the_ser
     )
 
     assert lm.base_model_path == local.base_model_path  # the checkpoint the server serves
-    assert result.trained_path == str(tmp_path / "n1" / "adapter")
+    # the end of training, or an earlier checkpoint the judge scored as high (early stop)
+    assert result.trained_path.startswith(str(tmp_path / "n1" / "adapter"))
     assert "night-1" in await lm.adapters()  # loaded by the server at run time
     assert result.val_without == 0.0 and result.val_with == 1.0 and result.kept

@@ -1,6 +1,7 @@
 """The LoRA round on fakes: judged rollouts as a function, a model that serves adapters."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -10,7 +11,7 @@ from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights import round as weight_round
 from weights.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from weights.lora import TRAINING_SUMMARY, AdapterResult
+from weights.lora import CHECKPOINTS, TRAINING_SUMMARY, AdapterResult
 
 PRODUCTION = weight_round.ServedAdapter("production-v2", "/runs/n0/production/adapter")
 
@@ -69,9 +70,12 @@ def trained(monkeypatch) -> list[Trained]:
     def trainer(kind):
         def train(records, base, target, cfg, seed=0, base_adapter=None):
             runs.append(Trained(kind, len(records), base, seed, base_adapter))
-            target.mkdir(parents=True)
-            (target / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
-            (target / ADAPTER_WEIGHTS).write_bytes(b"weights")
+            for folder in [target] + [
+                target / CHECKPOINTS / f"step-{n}" for n in range(1, cfg.checkpoints)
+            ]:  # the end, and the earlier adapters training saved
+                folder.mkdir(parents=True)
+                (folder / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
+                (folder / ADAPTER_WEIGHTS).write_bytes(b"weights")
             result = AdapterResult(target, 1.25, 3, len(records), 0.1)
             (target / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
             return result
@@ -84,7 +88,7 @@ def trained(monkeypatch) -> list[Trained]:
 
 
 async def run(lm, rollouts, tmp_path: Path, base=None, **cfg) -> weight_round.LoraRound:
-    settings = LoraSettings(samples_per_example=2, **cfg)
+    settings = LoraSettings(samples_per_example=2, **({"checkpoints": 1} | cfg))
     return await weight_round.lora_round(
         lm,
         rollouts,
@@ -232,3 +236,23 @@ def test_replies_people_passed_come_first_and_ones_they_failed_are_rejected():
         "the reply a person passed": "sample 1 of t0",
         "sample 0 of t1": "the reply a person failed",
     }
+
+
+async def test_an_earlier_checkpoint_the_judge_prefers_is_kept_and_served(tmp_path, trained):
+    """Early stopping: training saved step-1 and step-2 before its end; the judge scores
+    step-1 best on the Pareto set, so it goes on, under the round's name."""
+    lm, greedy = AdapterModel(), judged(with_adapter=0.6)
+
+    async def rollouts(batch, adapter, **params):
+        out = await greedy(batch, adapter, **params)
+        if adapter == "adapter-n1-step-1":
+            out = [replace(r, score=0.8) for r in out]
+        return out
+
+    result = await run(lm, rollouts, tmp_path, checkpoints=3)
+    step1 = str(tmp_path / "n1" / "adapter" / CHECKPOINTS / "step-1")
+    assert result.kept and result.trained_path == step1 and result.val_with == pytest.approx(0.8)
+    assert lm.loaded["adapter-n1"] == step1  # the round's name serves the one kept
+    assert "stopped early: the judge scored step-1 0.800" in result.note
+    scored = {adapter for _, adapter, params in greedy.calls if not params}
+    assert scored == {None, "adapter-n1", "adapter-n1-step-1", "adapter-n1-step-2"}

@@ -23,6 +23,7 @@ from infra.settings import LoraSettings
 
 # Every linear layer of a Llama block: attention and MLP.
 TRAINING_SUMMARY = "training.json"  # in the adapter folder: loss, steps, examples, seconds
+CHECKPOINTS = "checkpoints"  # in the adapter folder: the run's earlier adapters, step-<n>
 LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 # (step, total_steps, latest training loss or None before the first log)
@@ -183,7 +184,8 @@ def _train(
             train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=[_Progress(progress_callback)] if progress_callback else None,
+            callbacks=[_Checkpoints(partial / CHECKPOINTS, cfg.checkpoints)]
+            + ([_Progress(progress_callback)] if progress_callback else []),
         )
         output = trainer.train()
         # only the trained adapter: DPO from an adapter keeps a frozen copy named "ref"
@@ -201,6 +203,29 @@ def _train(
     (partial / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
     partial.rename(output_dir)
     return result
+
+
+def checkpoints(adapter_dir: Path) -> list[Path]:
+    """The earlier adapters a training run saved beside its final one, in step order."""
+    found = (Path(adapter_dir) / CHECKPOINTS).glob("step-*")
+    return sorted(found, key=lambda path: int(path.name.removeprefix("step-")))
+
+
+class _Checkpoints(TrainerCallback):
+    """Saves the adapter (only it) at `count - 1` evenly spaced steps before the end, so
+    that the round can keep the one the judge scores best: early stopping, read after."""
+
+    def __init__(self, folder: Path, count: int) -> None:
+        self.folder, self.count, self.at = folder, count, set()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        total = state.max_steps
+        self.at = {round(i * total / self.count) for i in range(1, self.count)} - {0, total}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step in self.at:
+            target = self.folder / f"step-{state.global_step}"
+            model.save_pretrained(target, selected_adapters=["default"])
 
 
 class _Progress(TrainerCallback):

@@ -25,7 +25,7 @@ from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights.adapters import adapter_files_ok
 from weights.datasets import dpo_records, sft_records
-from weights.lora import TRAINING_SUMMARY, train_dpo_adapter, train_sft_adapter
+from weights.lora import TRAINING_SUMMARY, checkpoints, train_dpo_adapter, train_sft_adapter
 
 # (examples, adapter name or None, **sampling params) -> the rollouts, judged
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
@@ -113,19 +113,45 @@ async def lora_round(
             "server without LoRA wants lora.enabled = false"
         )
         return LoraRound(None, False, records, train_loss, without, None, note, sets, before)
-    with_adapter = fmean(r.score for r in await rollouts(valset, name))
+    chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
     keep = with_adapter >= without
     not_kept = "" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set"
     return LoraRound(
-        trained_path=str(adapter_dir),
+        trained_path=str(chosen),
         kept=keep,
         records=records,
         train_loss=train_loss,
         val_without=without,
         val_with=with_adapter,
-        note="; ".join(n for n in (skipped, not_kept) if n),
+        note="; ".join(n for n in (skipped, stopped, not_kept) if n),
         training_sets=sets,
         base_adapter=before,
+    )
+
+
+async def _best_checkpoint(
+    lm: AdapterLM, rollouts: JudgedRollouts, valset: list[Example], name: str, final: Path
+) -> tuple[Path, float, str]:
+    """The adapter among the run's checkpoints and its end that the judge scores best on
+    `valset` (ties: the earliest, the least moved), served as `name`; its score, and a
+    sentence when an earlier one won."""
+    scores = {final: fmean(r.score for r in await rollouts(valset, name))}
+    for path in checkpoints(final):
+        trial = f"{name}-{path.name}"
+        await lm.load_adapter(trial, str(path))
+        scores[path] = fmean(r.score for r in await rollouts(valset, trial))
+    order = [*checkpoints(final), final]
+    best = max(order, key=lambda path: (scores[path], -order.index(path)))
+    if best == final:
+        return final, scores[final], ""
+    await lm.load_adapter(name, str(best))  # the name now serves the one kept
+    return (
+        best,
+        scores[best],
+        (
+            f"stopped early: the judge scored {best.name} {scores[best]:.3f} on the Pareto set, "
+            f"the end of training {scores[final]:.3f}"
+        ),
     )
 
 
