@@ -31,6 +31,20 @@ class Collected:
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
+    corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply
+
+    def human_replies(self) -> dict[str, list[tuple[str, float]]]:
+        """Per trace of the night, the replies people judged, scored in [0, 1]: its reply
+        as logged, 1 if they passed it and 0 if they failed it; a corrected reply 1, and
+        then the logged one 0 (they said what it should have been instead)."""
+        out: dict[str, list[tuple[str, float]]] = {}
+        for item in self.items:
+            if item.human_pass is not None and item.id in self.outputs:
+                out.setdefault(item.id, []).append((item.output_text, float(item.human_pass)))
+        for trace_id, text in self.corrections.items():
+            replies = [r for r in out.get(trace_id, []) if r[0] != self.outputs[trace_id]]
+            out[trace_id] = [*replies, (text, 1.0), (self.outputs[trace_id], 0.0)]
+        return out
 
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
@@ -114,6 +128,12 @@ def collect(
     window = LabelWindow(
         len(items), min(stamps, default=None), max(stamps, default=None), since, fetched_at
     )
+    # the latest correction of each of tonight's readable traces
+    corrections = {
+        c.trace_id: c.text
+        for c in sorted(batch.corrections, key=lambda c: c.timestamp)
+        if c.trace_id in examples
+    }
     return Collected(
         list(examples.values()),
         items,
@@ -122,6 +142,7 @@ def collect(
         window,
         scale,
         labels_conflicting=conflicting,
+        corrections=corrections,
     )
 
 
@@ -187,6 +208,7 @@ def hold_out(collected: Collected, share: float) -> Collected:
         examples=[e for e in collected.examples if e.id not in held],
         items=[i for i in collected.items if not in_heldout_slice(i.id, share)],
         heldout=[e for e in collected.examples if e.id in held],
+        corrections={t: c for t, c in collected.corrections.items() if t not in held},
     )
 
 
@@ -241,6 +263,7 @@ def summarize(collected: Collected) -> dict[str, int]:
         "annotations_new": collected.labels_new,
         "annotations_answered": collected.labels_answered,
         "annotations_conflicting": collected.labels_conflicting,
+        "corrections": len(collected.corrections),  # corrected replies on tonight's traces
     }
     passes = [i.human_pass for i in collected.items if i.human_pass is not None]
     if passes:  # a pass/fail annotation

@@ -1,9 +1,10 @@
-"""The nightly flow: traces in, aligned judge through its gate, GEPA on prompts, a LoRA
-round, held-out evaluation, versions registered in MLflow under alias "candidate", then
-label requests and judge scores back to the trace source.
+"""The nightly flow: traces in, aligned judge through its gate, the fast-slow schedule of
+prompt (GEPA) and weight (LoRA) steps (`flows.schedule`), held-out evaluation, versions
+registered in MLflow under alias "candidate", then label requests and judge scores back
+to the trace source.
 
 Every stage is a Prefect task whose result is persisted (under PREFECT_HOME, which the
-CLI puts in the state folder) and keyed by run id and stage, so that
+CLI puts in the state folder) and keyed by run id and stage (and step), so that
 `flywheel run --resume RUN_ID` after a failure redoes only what did not finish. Stages
 receive the `Runtime` (models, trace source, registry) as their first argument; the
 night's knobs are the flow's parameters.

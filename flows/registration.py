@@ -81,7 +81,7 @@ def _lineage(report: NightReport) -> dict[str, str]:
     return {
         "flywheel.lineage.production_version": str(production) if production else "none",
         "flywheel.lineage.steps": steps or "none",
-        "flywheel.lineage.adapter_from": (weights[-1].lora.base_adapter or "the base model")
+        "flywheel.lineage.adapter_from": (weights[-1].lora.trained_from or "the base model")
         if weights
         else "no weight step kept",
     }

@@ -4,6 +4,7 @@ the held-out selection slice and kept or dropped as `flows.fast_slow` decides.""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from judges.judge import Judge
 from weights.round import LoraRound, ServedAdapter
 
 Front = list[tuple[dict[str, str], int]]
+log = logging.getLogger(__name__)
 
 
 @stage("optimize-prompts")
@@ -85,7 +87,7 @@ async def lora_round(
             cfg,
             front,
             adapter_name(run_id, step),
-            collected.items,
+            collected.human_replies(),
         )
 
 
@@ -189,7 +191,16 @@ class Schedule:
         why = result.note or "no adapter was trained"
         step = await self._decide(index, "w", state, (result.val_without, result.val_with), why)
         step.lora, step.fst = result, front is not None
+        if state is not None and not step.decision.kept:
+            await self._unload(state.adapter)
         return step
+
+    async def _unload(self, adapter: ServedAdapter) -> None:
+        """A dropped step's adapter: no later step runs it, and it holds a weight set."""
+        try:
+            await self.rt.lm.unload_adapter(adapter.name)
+        except Exception as err:  # a server without unloading: it only costs memory
+            log.warning("could not unload %s: %s", adapter.name, err)
 
     async def _decide(
         self,

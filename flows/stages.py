@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -228,22 +228,17 @@ async def lora_stage(
     cfg: LoraSettings | None = None,
     front: list[tuple[dict[str, str], int]] | None = None,
     adapter_name: str | None = None,
-    labelled: list[JudgedItem] | None = None,
+    human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> LoraRound:
     """The weight round on the agent's traffic, its rollouts judged by the night's judge,
     from the night's current adapter (`base`) when there is one, on `cfg` (a weight
     step's share of `lora`). With a Pareto `front` (FST), each sampled rollout runs the
     prompts of a front candidate drawn as GEPA draws parents; the comparisons run `prompts`.
-    `labelled`: traces people passed or failed, whose recorded replies join the samples
-    (`lora.human_labels`)."""
+    `human`: per trace, replies people judged (`Collected.human_replies`), which join
+    the samples when `lora.human_labels` is on."""
     trainset, valset = split_examples(rt, examples)
     metric = judge_metric(rt, judge)
     cfg, seed = cfg or rt.settings.lora, rt.settings.seed
-    human = {
-        item.id: (item.output_text, float(item.human_pass))
-        for item in labelled or []
-        if item.human_pass is not None and cfg.human_labels
-    }
 
     async def rollouts(examples: list[Example], adapter: str | None, **params: Any):
         sampled = params.get("temperature", 0.0) > 0  # training samples, not a comparison
@@ -261,7 +256,7 @@ async def lora_stage(
         seed=seed,
         base=base,
         adapter_name=adapter_name,
-        human=human,
+        human=human if cfg.human_labels else None,
     )
 
 

@@ -7,6 +7,7 @@ from flows.collect import LabelWindow, collect, load_heldout, summarize, window_
 from infra.agents.intent_router import IntentRouter
 from infra.scales import ScoreScale
 from infra.traces import Annotation, TraceBatch, TraceRecord
+from infra.traces.types import Correction
 from judges.scaled_metric import UnrankedScale, check_ranked
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -58,6 +59,7 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
         "annotations_new": 0,  # counted by the night against its label store
         "annotations_answered": 0,
         "annotations_conflicting": 0,
+        "corrections": 0,
         "annotations_pass": 1,
         "skipped_records": 2,
     }
@@ -231,3 +233,21 @@ def test_a_second_generation_of_a_trace_does_not_silently_replace_the_first():
         assert example.inputs["request"] == "and tomorrow?"  # the latest: the one judged
         (skip,) = collected.skipped
         assert skip.field == "traceId" and "o-t" in skip.reason and "o-t-2" in skip.reason
+
+
+def test_replies_people_judged_or_corrected_become_scored_replies():
+    batch = night(score("a", 1.0), score("b", 0.0))
+    batch.corrections = [
+        Correction("c-old", "b", "GetWeather", NOW.replace(hour=1)),
+        Correction("c2", "b", "PlayMusic", NOW.replace(hour=2)),  # the latest wins
+        Correction("c9", "z", "not tonight's", NOW),
+    ]
+    collected = collect(batch, IntentRouter(), "correct")
+    assert collected.corrections == {"b": "PlayMusic"}
+    replies = collected.human_replies()
+    assert replies == {
+        "a": [("reply a", 1.0)],  # passed as logged
+        # corrected: the correction is the chosen reply, the logged one the rejected
+        "b": [("PlayMusic", 1.0), ("reply b", 0.0)],
+    }
+    assert summarize(collected)["corrections"] == 1

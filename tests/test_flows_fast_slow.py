@@ -90,9 +90,19 @@ class FakeSteps:
         return Evaluation(len(examples), score, score, scores=scores, by_labels=True)
 
 
+class ServingLM:
+    """Records the adapters the schedule stops serving."""
+
+    def __init__(self):
+        self.unloaded: list[str] = []
+
+    async def unload_adapter(self, name):
+        self.unloaded.append(name)
+
+
 def schedule(steps: FakeSteps, selection: list[Example], **fast_slow) -> Schedule:
     settings = Settings(agent_opt={"max_metric_calls": 100}, fast_slow=fast_slow)
-    rt = SimpleNamespace(settings=settings)
+    rt = SimpleNamespace(settings=settings, lm=ServingLM())
     start = NightState({"instructions": "seed"}, None)
     return Schedule(rt, "n1", StageClock(), None, None, selection, start, tasks=steps.tasks())
 
@@ -119,6 +129,7 @@ async def test_a_step_that_does_not_improve_is_dropped_and_the_next_starts_from_
     # FST: the weight step drew from the kept prompt step's front
     assert steps.fronts[2] == [({"instructions": "p1"}, 3), ({"instructions": "runner-up"}, 1)]
     assert done[1].fst and done[1].prompts == {"instructions": "p1"}
+    assert run.rt.lm.unloaded == ["adapter-n1-step2"]  # the dropped step's adapter, freed
 
 
 async def test_a_kept_weight_step_carries_its_adapter_into_the_next_step():

@@ -121,6 +121,7 @@ def test_each_weight_step_s_training_sets_are_the_run_s_datasets_with_provenance
         weights.lora,
         training_sets=(str(sets / "sft.jsonl"), str(sets / "dpo.jsonl")),
         base_adapter="production-v3",
+        trained_from="/runs/n0/production",
     )
     weights.decision = replace(weights.decision, kept=True)
     window = {"since": "2026-12-01T00:00:00+00:00", "fetched_at": "2026-12-02T01:00:00+00:00"}
@@ -145,5 +146,5 @@ def test_each_weight_step_s_training_sets_are_the_run_s_datasets_with_provenance
     # the model version's lineage: where it started and what each step did
     version = registry.client.get_model_version("agent", str(registered.model_version))
     assert version.tags["flywheel.lineage.steps"] == "1:p kept, 2:w kept"
-    assert version.tags["flywheel.lineage.adapter_from"] == "production-v3"
+    assert version.tags["flywheel.lineage.adapter_from"] == "/runs/n0/production"
     assert version.tags["flywheel.lineage.production_version"] == "none"

@@ -204,6 +204,25 @@ async def test_load_adapter_posts_through_the_sdk_client():
     assert request.headers["authorization"] == "Bearer sk-secret"
 
 
+async def test_unload_adapter_posts_and_a_name_already_gone_is_no_error():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        if seen[-1]["lora_name"] == "gone":  # vLLM's answer for a name it does not hold
+            return httpx.Response(404, json={"message": "cannot be found", "code": 404})
+        if seen[-1]["lora_name"] == "bad":
+            return httpx.Response(400, json={"message": "bad request", "code": 400})
+        return httpx.Response(200, text="Success: LoRA adapter 'night-1' removed successfully.")
+
+    lm = scripted(handler, base_url="http://vllm:8000/v1")
+    await lm.unload_adapter("night-1")
+    await lm.unload_adapter("gone")
+    with pytest.raises(openai.BadRequestError):
+        await lm.unload_adapter("bad")
+    assert [body["lora_name"] for body in seen] == ["night-1", "gone", "bad"]
+
+
 async def test_load_adapter_retries_server_errors_and_raises_on_client_errors():
     answers = iter([httpx.Response(503, text="busy"), httpx.Response(200, text="Success")])
     retried = scripted(lambda request: next(answers))

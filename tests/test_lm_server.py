@@ -85,3 +85,16 @@ def test_stop_and_bad_requests(client):
     assert client.post("/v1/chat/completions", json=body | {"n": 2}).status_code == 400
     assert client.post("/v1/chat/completions", json=body | {"model": "nope"}).status_code == 404
     assert client.post("/v1/chat/completions", json=body | {"messages": []}).status_code == 422
+
+
+def test_unload_lora_adapter_frees_the_name_like_vllm(client, adapter_dir):
+    body = {"lora_name": "for-a-while", "lora_path": str(adapter_dir)}
+    assert client.post("/v1/load_lora_adapter", json=body).status_code == 200
+    gone = client.post("/v1/unload_lora_adapter", json={"lora_name": "for-a-while"})
+    assert gone.status_code == 200 and gone.text.startswith("Success")
+    cards = client.get("/v1/models").json()["data"]
+    assert "for-a-while" not in [c["id"] for c in cards]
+    chat = {"model": "for-a-while", "messages": ASK, "max_tokens": 2}
+    assert client.post("/v1/chat/completions", json=chat).status_code == 404
+    again = client.post("/v1/unload_lora_adapter", json={"lora_name": "for-a-while"})
+    assert again.status_code == 404

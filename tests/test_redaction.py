@@ -107,8 +107,18 @@ def _export(folder, secret: str) -> None:
         "timestamp": when,
         "comment": f"customer wrote from {SECRETS['email']}",
     }
+    corrected = {  # what the reply should have been, in the flat export shape
+        "id": "c1",
+        "traceId": "t1",
+        "name": "output",
+        "value": 0,
+        "stringValue": f"refund sent to {SECRETS['email']}",
+        "dataType": "CORRECTION",
+        "source": "ANNOTATION",
+        "timestamp": when,
+    }
     (folder / "observations.jsonl").write_text(json.dumps(observation) + "\n")
-    (folder / "scores.jsonl").write_text(json.dumps(score) + "\n")
+    (folder / "scores.jsonl").write_text(json.dumps(score) + "\n" + json.dumps(corrected) + "\n")
     heldout = {"id": "h1", "inputs": {"request": f"call me at {PHONES[0]}"}, "reference": "x"}
     (folder / "heldout.jsonl").write_text(json.dumps(heldout) + "\n")
 
@@ -122,6 +132,7 @@ def test_a_night_reads_traces_labels_and_held_out_examples_masked(tmp_path) -> N
     assert trace.user_text == "my key is [REDACTED:api_key], refund please"
     assert trace.metadata == {"user": "[REDACTED:email]"}
     assert batch.annotations[0].comment == "customer wrote from [REDACTED:email]"
+    assert [c.text for c in batch.corrections] == ["refund sent to [REDACTED:email]"]
     labels = runtime.traces.fetch_labels("correct", since=None)
     assert labels.annotations[0].comment == "customer wrote from [REDACTED:email]"
     (example,) = runtime.heldout_examples()

@@ -55,6 +55,18 @@ def test_good_export(export):
     assert batch.skipped == []
 
 
+def test_corrected_outputs_are_read_apart_from_scores(export):
+    corrected = {**score(1), "id": "c1", "name": "output", "dataType": "CORRECTION"}
+    corrected |= {"value": 0, "stringValue": "card_delivery"}
+    blank = {**corrected, "id": "c2", "traceId": "t2", "stringValue": ""}
+    lines = (export / "scores.jsonl").read_text().splitlines()
+    write(export / "scores.jsonl", [*lines, corrected, blank])
+    batch = JsonlTraceSource(export).fetch(since=None, limit=100)
+    assert [(c.trace_id, c.text) for c in batch.corrections] == [("t1", "card_delivery")]
+    assert [a.id for a in batch.annotations] == ["s1-ANNOTATION", "s2-ANNOTATION"]
+    assert [(s.line, s.field) for s in batch.skipped] == [(6, "value")]  # the blank one
+
+
 def test_since_and_limit_keep_the_most_recent(export):
     source = JsonlTraceSource(export)
     since = source.fetch(since=datetime(2025, 3, 2, tzinfo=UTC), limit=100)

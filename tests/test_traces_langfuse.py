@@ -85,10 +85,48 @@ class FakeListing:
         return self._pages[int(params["cursor"] or 0)]
 
 
+class FakeScores(FakeListing):
+    """The scores endpoint: corrected outputs (dataType CORRECTION) are their own listing."""
+
+    def __init__(self, pages, correction_pages):
+        super().__init__(GetScoresV3Response, pages, {"limit": 100})
+        self.corrections = FakeListing(GetScoresV3Response, correction_pages, {"limit": 100})
+
+    def get_many(self, **params):
+        if params.get("data_type") == "CORRECTION":
+            return self.corrections.get_many(**params)
+        return super().get_many(**params)
+
+
 class FakeApi:
-    def __init__(self, observation_pages, score_pages):
+    def __init__(self, observation_pages, score_pages, correction_pages=([],)):
         self.observations = FakeListing(ObservationsV2Response, observation_pages, {})
-        self.scores = FakeListing(GetScoresV3Response, score_pages, {"limit": 100})
+        self.scores = FakeScores(score_pages, list(correction_pages))
+
+
+def correction(i: int, text: str, trace: int | None = None) -> dict:
+    """A corrected output in the v3 API's shape: the text is the value."""
+    return {
+        **score(i),
+        "id": f"c{i}",
+        "name": "output",
+        "dataType": "CORRECTION",
+        "value": text,
+        "subject": {"kind": "trace", "id": f"t{trace or i}"},
+    }
+
+
+def test_corrected_outputs_come_with_their_traces():
+    api = FakeApi(
+        [[obs(1), obs(2)]],
+        [[score(1)]],
+        [[correction(1, "Refund sent."), correction(7, "Not ours."), correction(2, " ")]],
+    )
+    batch = LangfuseTraceSource(TraceSettings(), api=api).fetch(SINCE, 10)
+    assert [(c.trace_id, c.text) for c in batch.corrections] == [("t1", "Refund sent.")]
+    assert [s.field for s in batch.skipped] == ["value"]  # the blank one, named
+    asked = api.scores.corrections.calls[0]
+    assert asked["data_type"] == "CORRECTION" and asked["from_timestamp"] == SINCE
 
 
 def test_pages_through_generations_and_annotation_scores():

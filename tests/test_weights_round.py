@@ -23,6 +23,7 @@ class AdapterModel:
 
     def __init__(self, refuse: bool = False):
         self.loaded: dict[str, str] = {}
+        self.unloaded: list[str] = []
         self.refuse = refuse
 
     async def load_adapter(self, name, path):
@@ -32,6 +33,10 @@ class AdapterModel:
 
     async def adapters(self):
         return list(self.loaded)
+
+    async def unload_adapter(self, name):
+        self.unloaded.append(name)
+        self.loaded.pop(name, None)
 
 
 def examples(n: int, prefix: str) -> list[Example]:
@@ -157,14 +162,14 @@ async def test_a_night_builds_on_the_adapter_in_production(tmp_path, trained):
     assert {adapter for _, adapter, params in rollouts.calls if params} == {"production-v2"}
     assert rollouts.calls[0][:2] == (3, "production-v2") and result.val_without == 0.55
     assert trained[0].base_adapter == PRODUCTION.path
-    assert result.base_adapter == PRODUCTION.name
+    assert result.base_adapter == PRODUCTION.name and result.trained_from == PRODUCTION.path
     assert result.kept and lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
 
 
 async def test_training_from_scratch_still_has_to_beat_production(tmp_path, trained):
     lm, rollouts = AdapterModel(), judged(with_adapter=0.4)
     result = await run(lm, rollouts, tmp_path, base=PRODUCTION, continue_from_production=False)
-    assert trained[0].base_adapter is None and not result.kept
+    assert trained[0].base_adapter is None and not result.kept and result.trained_from is None
     assert "the adapter in production (production-v2)" in result.note
 
 
@@ -221,9 +226,9 @@ def test_replies_people_passed_come_first_and_ones_they_failed_are_rejected():
         for k, score in ((0, 0.7), (1, 0.5))
     ]
     human = {
-        "t0": ("the reply a person passed", 1.0),
-        "t1": ("the reply a person failed", 0.0),
-        "h9": ("a held-out trace's reply", 1.0),  # never sampled: it cannot train
+        "t0": [("the reply a person passed", 1.0)],
+        "t1": [("the reply a person failed", 0.0)],
+        "h9": [("a held-out trace's reply", 1.0)],  # never sampled: it cannot train
     }
     judged = weight_round.with_human_labels(samples, human)
     assert len(judged) == len(samples) + 2
@@ -252,7 +257,8 @@ async def test_an_earlier_checkpoint_the_judge_prefers_is_kept_and_served(tmp_pa
     result = await run(lm, rollouts, tmp_path, checkpoints=3)
     step1 = str(tmp_path / "n1" / "adapter" / CHECKPOINTS / "step-1")
     assert result.kept and result.trained_path == step1 and result.val_with == pytest.approx(0.8)
-    assert lm.loaded["adapter-n1"] == step1  # the round's name serves the one kept
+    assert lm.loaded == {"adapter-n1": step1}  # the round's name serves the one kept
+    assert lm.unloaded == ["adapter-n1-step-1", "adapter-n1-step-2"]  # the trials, freed
     assert "stopped early: the judge scored step-1 0.800" in result.note
     scored = {adapter for _, adapter, params in greedy.calls if not params}
     assert scored == {None, "adapter-n1", "adapter-n1-step-1", "adapter-n1-step-2"}

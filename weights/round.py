@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
@@ -50,7 +50,8 @@ class LoraRound:
     val_with: float | None
     note: str = ""
     training_sets: tuple[str, ...] = ()  # the records each stage trained on (JSONL files)
-    base_adapter: str | None = None  # the served adapter it sampled with and started from
+    base_adapter: str | None = None  # the served adapter it sampled with
+    trained_from: str | None = None  # the adapter folder training went on from; None: base
 
     @property
     def adapter_path(self) -> str | None:
@@ -69,14 +70,15 @@ async def lora_round(
     seed: int,
     base: ServedAdapter | None = None,
     adapter_name: str | None = None,
-    human: Mapping[str, tuple[str, float]] | None = None,
+    human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
     `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter the
     rollouts ran with, served; None: the base model) on `valset`. The new adapter is
     served as `adapter_name` (default "adapter-<run_dir's name>"): unique per night, since
-    a model server keeps what it loaded. `human`: example id -> (a recorded output, a
-    person's score of it in [0, 1]), which joins the samples (`with_human_labels`)."""
+    a model server keeps what it loaded. `human`: example id -> replies a person scored
+    in [0, 1] (a logged reply they passed or failed, one they corrected it to), which
+    join the samples (`with_human_labels`)."""
     before = base.name if base else None
     without = fmean(r.score for r in await rollouts(valset, before))
     if not cfg.enabled:
@@ -126,6 +128,7 @@ async def lora_round(
         note="; ".join(n for n in (skipped, stopped, not_kept) if n),
         training_sets=sets,
         base_adapter=before,
+        trained_from=base.path if base and cfg.continue_from_production else None,
     )
 
 
@@ -140,6 +143,7 @@ async def _best_checkpoint(
         trial = f"{name}-{path.name}"
         await lm.load_adapter(trial, str(path))
         scores[path] = fmean(r.score for r in await rollouts(valset, trial))
+        await lm.unload_adapter(trial)  # a served adapter holds a whole weight set
     order = [*checkpoints(final), final]
     best = max(order, key=lambda path: (scores[path], -order.index(path)))
     if best == final:
@@ -156,20 +160,23 @@ async def _best_checkpoint(
 
 
 def with_human_labels(
-    judged: list[Rollout], human: Mapping[str, tuple[str, float]]
+    judged: list[Rollout], human: Mapping[str, Sequence[tuple[str, float]]]
 ) -> list[Rollout]:
-    """People's verdicts join the judged samples, and outrank them: an output a person
-    passed (score 1) is its example's best sample, so SFT takes it first and DPO takes it
-    as chosen; one they failed (score 0) is a DPO rejected. Each is paired with the chat
-    of its example's first sample, so only examples that were sampled (the training
-    split) get one: a held-out trace's label never reaches training."""
+    """People's verdicts join the judged samples, and outrank them: a reply a person
+    passed or wrote as the correction (score 1) is its example's best sample, so SFT
+    takes it first and DPO takes it as chosen; one they failed or corrected (score 0) is
+    a DPO rejected. Each is paired with the chat of its example's first sample, so only
+    examples that were sampled (the training split) get one: a held-out trace's label
+    never reaches training."""
     first: dict[str, Rollout] = {}
     for rollout in judged:
         first.setdefault(rollout.example.id, rollout)
     labelled = [
         replace(sample, output=output, score=score, usage={})
-        for example_id, (output, score) in sorted(human.items())
-        if (sample := first.get(example_id)) is not None and output.strip()
+        for example_id, replies in sorted(human.items())
+        if (sample := first.get(example_id)) is not None
+        for output, score in replies
+        if output.strip()
     ]
     return judged + labelled
 

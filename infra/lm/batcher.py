@@ -185,6 +185,17 @@ class Batcher:
 
         await self.call(add)
 
+    async def remove_adapter(self, name: str) -> None:
+        """Stop serving `name`, on the worker between decode steps; its weights are freed
+        once no row runs on them."""
+
+        def remove() -> None:
+            self.weight_sets.pop(name, None)
+            self._score_heads.pop(name, None)
+            self.prefixes.clear()
+
+        await self.call(remove)
+
     @property
     def adapters(self) -> list[str]:
         # list() copies the keys in one step, so the worker adding one cannot interleave

@@ -102,6 +102,9 @@ class LocalLM:
         """
         await self.batcher.add_adapter(name, lambda: lora_deltas(self.model, path))
 
+    async def unload_adapter(self, name: str) -> None:
+        await self.batcher.remove_adapter(name)
+
     def _check_adapter(self, adapter: str | None) -> None:
         if not self.batcher.has_adapter(adapter):
             raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.batcher.adapters}")

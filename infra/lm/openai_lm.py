@@ -88,6 +88,14 @@ class OpenAILM:
             cast_to=str,  # the server answers plain text ("Success: ...")
         )
 
+    async def unload_adapter(self, name: str) -> None:
+        """vLLM's `POST /v1/unload_lora_adapter`; an adapter the server does not hold is
+        no error (its 404 is the answer to a name already gone)."""
+        try:
+            await self.client.post("/unload_lora_adapter", body={"lora_name": name}, cast_to=str)
+        except openai.NotFoundError:
+            pass
+
     async def adapters(self) -> list[str]:
         """The server's LoRA adapters: vLLM lists each as a model whose `parent` is the
         base model; base models (and servers without adapters) list none."""

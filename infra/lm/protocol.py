@@ -77,6 +77,10 @@ class AdapterLM(LM, Protocol):
         """
         ...
 
+    async def unload_adapter(self, name: str) -> None:
+        """Stop serving `name` and free what it held (a name not loaded is no error)."""
+        ...
+
     async def adapters(self) -> list[str]:
         """The adapter names the backend serves now (not the base model's)."""
         ...

@@ -31,6 +31,10 @@ class ChatMessage(BaseModel):
     content: str
 
 
+class UnloadAdapterRequest(BaseModel):
+    lora_name: str
+
+
 class LoadAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_path: str = Field(min_length=1)
@@ -81,6 +85,14 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
         except (OSError, ValueError) as error:
             raise HTTPException(400, f"cannot load {request.lora_path}: {error}") from error
         return f"Success: LoRA adapter '{name}' added successfully."
+
+    @app.post("/v1/unload_lora_adapter", response_class=PlainTextResponse)
+    async def unload_adapter(request: UnloadAdapterRequest) -> str:
+        """vLLM's runtime adapter unloading."""
+        if request.lora_name not in await lm.adapters():
+            raise HTTPException(404, f"The lora adapter '{request.lora_name}' cannot be found.")
+        await lm.unload_adapter(request.lora_name)
+        return f"Success: LoRA adapter '{request.lora_name}' removed successfully."
 
     @app.post("/v1/chat/completions")
     async def chat(request: ChatRequest) -> dict:

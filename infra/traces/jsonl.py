@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 from infra.scales import ScoreScale
 from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
-from infra.traces.mapping import annotation_from_score, trace_from_observation
+from infra.traces.mapping import score_from_langfuse, trace_from_observation
 from infra.traces.outbox import Outbox
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
+from infra.traces.types import Annotation, Correction
 from infra.types import Example
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,12 @@ class JsonlTraceSource:
             log.info("%s has no %s: no annotations", self.directory, SCORES)
             return batch
         kept = {t.trace_id for t in batch.traces}
-        for score in _records(scores, annotation_from_score, batch.skipped):
-            if score.trace_id in kept:
+        for score in _records(scores, score_from_langfuse, batch.skipped):
+            if score.trace_id not in kept:
+                continue
+            if isinstance(score, Correction):
+                batch.corrections.append(score)
+            else:
                 (batch.annotations if score.is_human else batch.other_scores).append(score)
         return batch
 
@@ -110,8 +115,11 @@ class JsonlTraceSource:
         if scores.is_file():
             batch.annotations = [
                 a
-                for a in _records(scores, annotation_from_score, batch.skipped)
-                if a.is_human and a.name == name and (since is None or a.timestamp >= since)
+                for a in _records(scores, score_from_langfuse, batch.skipped)
+                if isinstance(a, Annotation)
+                and a.is_human
+                and a.name == name
+                and (since is None or a.timestamp >= since)
             ]
         wanted = {a.trace_id for a in batch.annotations} - set(have)
         if not wanted:  # the usual night: its labels are on its own traces

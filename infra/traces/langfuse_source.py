@@ -27,7 +27,11 @@ from infra.settings import TraceSettings
 from infra.traces import langfuse_feedback
 from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
-from infra.traces.mapping import annotation_from_score, trace_from_observation
+from infra.traces.mapping import (
+    annotation_from_score,
+    correction_from_score,
+    trace_from_observation,
+)
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 from infra.traces.types import TraceRecord
@@ -207,6 +211,18 @@ class LangfuseTraceSource:
             score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
             if score is not None and score.trace_id in kept:
                 batch.annotations.append(score)
+        corrections = _pages(  # corrected outputs, of any name and source
+            self._api.scores.get_many,
+            page_size=SCORE_PAGE,
+            fields=SCORE_FIELDS,
+            data_type="CORRECTION",
+            from_timestamp=since,
+            **self._score_filter(),
+        )
+        for number, raw in enumerate(corrections, start=1):
+            fixed = _mapped(correction_from_score, raw, "langfuse:corrections", number, batch)
+            if fixed is not None and fixed.trace_id in kept:
+                batch.corrections.append(fixed)
         return batch
 
     def _score_filter(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from infra.traces.errors import RecordError
-from infra.traces.types import Annotation, TraceRecord
+from infra.traces.types import Annotation, Correction, TraceRecord
 
 if TYPE_CHECKING:
     from infra.traces.feedback import JudgeScore
@@ -66,6 +66,33 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
         comment=_optional_str(score, "comment"),
         metadata=_optional_dict(score, "metadata"),
     )
+
+
+def is_correction(score: Any) -> bool:
+    return isinstance(score, dict) and str(score.get("dataType", "")).upper() == "CORRECTION"
+
+
+def correction_from_score(score: dict[str, Any]) -> Correction:
+    """Map one Langfuse corrected output (a CORRECTION score: the text in `value` in the
+    v3 API, in `stringValue` in the flat shape) to a Correction."""
+    trace_id, observation_id = _subject(score)
+    text = score.get("stringValue") if isinstance(score.get("stringValue"), str) else None
+    text = text if text is not None else score.get("value")
+    if not isinstance(text, str) or not text.strip():
+        raise RecordError("value", "a CORRECTION score needs the corrected text")
+    stamp_key = "timestamp" if score.get("timestamp") is not None else "createdAt"
+    return Correction(
+        id=_required_str(score, "id"),
+        trace_id=trace_id,
+        text=text,
+        timestamp=_datetime(score, stamp_key),
+        observation_id=observation_id,
+    )
+
+
+def score_from_langfuse(score: dict[str, Any]) -> Annotation | Correction:
+    """A score record as what it is: a corrected output, or an annotation."""
+    return correction_from_score(score) if is_correction(score) else annotation_from_score(score)
 
 
 def score_to_langfuse(score: JudgeScore) -> dict[str, Any]:

@@ -53,6 +53,7 @@ class RedactingTraceSource:
             traces=[self._trace(t) for t in batch.traces],
             annotations=[self._annotation(a) for a in batch.annotations],
             other_scores=[self._annotation(a) for a in batch.other_scores],
+            corrections=[replace(c, text=self.redactor.text(c.text)) for c in batch.corrections],
             skipped=[replace(s, reason=self.redactor.text(s.reason)) for s in batch.skipped],
         )
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from infra.errors import UserFacingError
 from infra.scales import ScoreScale
 from infra.traces.feedback import JudgeScore, LabelRequest
-from infra.traces.types import Annotation, TraceRecord
+from infra.traces.types import Annotation, Correction, TraceRecord
 from infra.types import Example
 
 
@@ -42,6 +42,7 @@ class TraceBatch:
     traces: list[TraceRecord] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
     other_scores: list[Annotation] = field(default_factory=list)
+    corrections: list[Correction] = field(default_factory=list)  # on the batch's traces
     skipped: list[SkippedRecord] = field(default_factory=list)
 
 

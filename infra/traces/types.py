@@ -1,7 +1,7 @@
-"""A production trace and a score on it, as flywheel sees them.
+"""A production trace, a score on it and a corrected output, as flywheel sees them.
 
-Both are mapped from Langfuse's own shapes in `infra.traces.mapping` only; everything
-downstream reads these two types and never a Langfuse dict.
+All are mapped from Langfuse's own shapes in `infra.traces.mapping` only; everything
+downstream reads these types and never a Langfuse dict.
 """
 
 from __future__ import annotations
@@ -136,3 +136,15 @@ def _text(content: Any) -> str:
         parts = [p.get("text", "") for p in content if isinstance(p, dict)]
         return "".join(p for p in parts if isinstance(p, str))
     return json.dumps(content)
+
+
+@dataclass(frozen=True)
+class Correction:
+    """What a person says the model should have answered on a trace (Langfuse's corrected
+    output: a score of dataType CORRECTION whose value is the text)."""
+
+    id: str
+    trace_id: str
+    text: str
+    timestamp: datetime
+    observation_id: str | None = None
