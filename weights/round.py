@@ -138,13 +138,14 @@ async def _best_checkpoint(
     """The adapter among the run's checkpoints and its end that the judge scores best on
     `valset` (ties: the earliest, the least moved), served as `name`; its score, and a
     sentence when an earlier one won."""
+    earlier = checkpoints(final)
     scores = {final: fmean(r.score for r in await rollouts(valset, name))}
-    for path in checkpoints(final):
+    for path in earlier:
         trial = f"{name}-{path.name}"
         await lm.load_adapter(trial, str(path))
         scores[path] = fmean(r.score for r in await rollouts(valset, trial))
         await lm.unload_adapter(trial)  # a served adapter holds a whole weight set
-    order = [*checkpoints(final), final]
+    order = [*earlier, final]
     best = max(order, key=lambda path: (scores[path], -order.index(path)))
     if best == final:
         return final, scores[final], ""

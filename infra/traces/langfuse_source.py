@@ -104,19 +104,8 @@ class LangfuseTraceSource:
 
     def _fetch_labels(self, name: str, since: datetime | None, have: set[str]) -> TraceBatch:
         batch = TraceBatch()
-        scores = _pages(
-            self._api.scores.get_many,
-            page_size=SCORE_PAGE,
-            fields=SCORE_FIELDS,
-            name=name,
-            source="ANNOTATION",
-            from_timestamp=since,
-            **self._score_filter(),
-        )
-        for number, raw in enumerate(scores, start=1):
-            score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
-            if score is not None and score.is_human and score.name == name:
-                batch.annotations.append(score)
+        scores = self._scores(batch, since, name=name, source="ANNOTATION")
+        batch.annotations = [s for s in scores if s.is_human and s.name == name]
         # each labelled trace the caller lacks by id, whatever its age: a few per night
         for trace_id in sorted({a.trace_id for a in batch.annotations} - have):
             batch.traces += self._generations(batch, None, OBSERVATION_PAGE, trace_id=trace_id)
@@ -197,33 +186,44 @@ class LangfuseTraceSource:
         batch.traces.sort(key=lambda t: t.start_time)
 
         kept = {t.trace_id for t in batch.traces}
-        scores = _pages(
-            self._api.scores.get_many,
-            page_size=SCORE_PAGE,
-            fields=SCORE_FIELDS,
+        # a score on a trace in the window is never older than the window
+        scores = self._scores(
+            batch,
+            since,
             name=self.settings.annotation_name,  # the one score the night learns from
             source="ANNOTATION",
             data_type="BOOLEAN,NUMERIC,CATEGORICAL",
-            from_timestamp=since,  # a score on a trace in the window is never older
-            **self._score_filter(),
         )
-        for number, raw in enumerate(scores, start=1):
-            score = _mapped(annotation_from_score, raw, "langfuse:scores", number, batch)
-            if score is not None and score.trace_id in kept:
-                batch.annotations.append(score)
-        corrections = _pages(  # corrected outputs, of any name and source
+        batch.annotations = [s for s in scores if s.trace_id in kept]
+        # corrected outputs, of any name and source
+        fixed = self._scores(
+            batch, since, correction_from_score, "langfuse:corrections", data_type="CORRECTION"
+        )
+        batch.corrections = [c for c in fixed if c.trace_id in kept]
+        return batch
+
+    def _scores(
+        self,
+        batch: TraceBatch,
+        since: datetime | None,
+        mapper: Callable[[dict], Any] = annotation_from_score,
+        where: str = "langfuse:scores",
+        **query: Any,
+    ) -> Iterator[Any]:
+        """The scores `query` selects from `since` on, mapped; unmappable ones go to
+        `batch`."""
+        listing = _pages(
             self._api.scores.get_many,
             page_size=SCORE_PAGE,
             fields=SCORE_FIELDS,
-            data_type="CORRECTION",
             from_timestamp=since,
+            **query,
             **self._score_filter(),
         )
-        for number, raw in enumerate(corrections, start=1):
-            fixed = _mapped(correction_from_score, raw, "langfuse:corrections", number, batch)
-            if fixed is not None and fixed.trace_id in kept:
-                batch.corrections.append(fixed)
-        return batch
+        for number, raw in enumerate(listing, start=1):
+            mapped = _mapped(mapper, raw, where, number, batch)
+            if mapped is not None:
+                yield mapped
 
     def _score_filter(self) -> dict[str, Any]:
         return {"environment": self.settings.environment} if self.settings.environment else {}
