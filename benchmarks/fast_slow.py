@@ -30,14 +30,16 @@ from statistics import fmean, stdev
 
 from benchmarks.demo import MemorySampler
 
-ARMS = {  # name -> (fast_slow.schedule, fst); "seed" runs no step
-    "seed": ("", False),
-    "p": ("p", False),
-    "w": ("w", False),
-    "p -> w": ("p -> w", False),
-    "p -> w -> p": ("p -> w -> p", False),
-    "p -> w (FST)": ("p -> w", True),
+ARMS = {  # name -> (fast_slow.schedule, fst, lora.method); "seed" runs no step
+    "seed": ("", False, "sft"),
+    "p": ("p", False, "sft"),
+    "w": ("w", False, "sft"),
+    "p -> w": ("p -> w", False, "sft"),
+    "p -> w -> p": ("p -> w -> p", False, "sft"),
+    "p -> w (FST)": ("p -> w", True, "sft"),
+    "w (GRPO)": ("w", False, "grpo"),  # optional; slow on a CPU, so not a default arm
 }
+DEFAULT_ARMS = [arm for arm in ARMS if arm != "w (GRPO)"]
 
 
 @dataclass
@@ -123,13 +125,14 @@ async def run_seed(seed: int, args, rt, tasks: CachedTasks) -> list[ArmResult]:
     step_tasks = StepTasks(tasks.prompts, tasks.weights, tasks.evaluate)
     out = []
     for arm in args.arms:
-        schedule, fst = ARMS[arm]
+        schedule, fst, method = ARMS[arm]
         print(f"... seed {seed}, arm {arm}", flush=True)
         steps, best = [], start
         tasks.by_step = {}
         if schedule:
             cfg = knobs.fast_slow.model_copy(update={"schedule": schedule, "fst": fst})
-            arm_rt = rt.with_knobs(knobs.model_copy(update={"fast_slow": cfg}))
+            lora = knobs.lora.model_copy(update={"method": method})
+            arm_rt = rt.with_knobs(knobs.model_copy(update={"fast_slow": cfg, "lora": lora}))
             run_id = f"fs-{seed}-" + "".join(c for c in arm if c.isalnum()).lower()
             runner = Schedule(  # its own run id: its own GEPA and adapter folders
                 arm_rt, run_id, StageClock(), collected, judge, selection, start,
@@ -168,7 +171,7 @@ def bootstrap_gain(results: list[ArmResult], base: list[ArmResult], resamples: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--metric-calls", type=int, default=160, help="GEPA's, per arm")
     parser.add_argument("--train-steps", type=int, default=8, help="LoRA steps, per arm")
     parser.add_argument("--json", help="write every arm's result here")

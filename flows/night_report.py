@@ -152,6 +152,9 @@ def lora_metrics(lora: LoraRound, prefix: str) -> dict[str, float]:
         out[f"{prefix}_val_with"] = lora.val_with
     if lora.train_loss is not None:
         out[f"{prefix}_train_loss"] = lora.train_loss
+    if lora.train_steps:
+        out[f"{prefix}_train_steps"] = float(lora.train_steps)
+        out[f"{prefix}_seconds_per_train_step"] = lora.train_seconds / lora.train_steps
     return out
 
 

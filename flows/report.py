@@ -123,6 +123,12 @@ def notes(report: NightReport) -> list[str]:
             f"{a.val_score:.3f} vs the seed's {a.seed_val_score:.3f}."
         )
     out += [f"Schedule {step.line()}." for step in report.steps]
+    out += [
+        f"LoRA round of step {k}: {lora.train_steps} optimizer steps, "
+        f"{lora.train_seconds / lora.train_steps:.1f} s each."
+        for k, lora in report.weight_steps
+        if lora.train_steps
+    ]
     out += [f"LoRA round of step {k}: {lora.note}" for k, lora in report.weight_steps if lora.note]
     return out
 

@@ -28,6 +28,7 @@ from flows.progress import StageProgress
 from flows.runtime import Runtime
 from flows.stage_clock import StageClock
 from flows.stage_tasks import optimizing, served, stage
+from infra.lm.heap import release_free_heap
 from infra.settings import AgentOptSettings, LoraSettings, parse_schedule
 from infra.types import Example
 from judges.judge import Judge
@@ -158,6 +159,7 @@ class Schedule:
             step = await run(index, kinds, k)
             step.seconds = time.perf_counter() - started
             steps.append(step)
+            release_free_heap()  # what the step freed, before the next one allocates
         return steps
 
     async def _prompts(self, index: int, kinds: tuple[Kind, ...], k: int) -> Step:

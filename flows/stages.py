@@ -245,6 +245,10 @@ async def lora_stage(
         chosen = _front_draw(front, seed, params.get("seed", 0)) if front and sampled else prompts
         return await judged_rollouts(rt, chosen, examples, metric, adapter, **params)
 
+    async def judge_replies(replies: list[Rollout]) -> list[float | None]:
+        await judge_rollouts(metric, replies)  # scores the ones it could judge
+        return [reply.score for reply in replies]
+
     return await lora_round(
         rt.lm,
         rollouts,
@@ -257,6 +261,7 @@ async def lora_stage(
         base=base,
         adapter_name=adapter_name,
         human=human if cfg.human_labels else None,
+        judge_replies=judge_replies,
     )
 
 

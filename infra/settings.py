@@ -175,13 +175,21 @@ class LoraSettings(Section):
     # sft: the best passing sample of each example; dpo: each example's best sample
     # against its worst where the judge's scores differ by dpo_margin; sft+dpo: SFT,
     # then DPO on from that adapter (the pairs then teach what SFT alone cannot: what
-    # not to say)
-    method: Literal["sft", "dpo", "sft+dpo"] = "sft"
+    # not to say); grpo: online RL, trl's GRPOTrainer sampling grpo_generations replies per
+    # prompt as it trains, each scored by the judge (slow on a CPU: seconds per step are
+    # in the report); sft+grpo: SFT, then GRPO on from that adapter
+    method: Literal["sft", "dpo", "sft+dpo", "grpo", "sft+grpo"] = "sft"
     dpo_margin: float = Field(0.3, gt=0)  # least judge-score gap between chosen and rejected
     dpo_beta: float = Field(0.1, gt=0)  # DPO's KL weight; trl's default
     # LoRA wants ~10x a full fine-tune's rate ("LoRA Without Regret"); full DPO runs at
     # ~5e-6 where full SFT runs at ~5e-5, hence 10x less than learning_rate
     dpo_learning_rate: float = Field(5e-5, gt=0)
+    # GRPO compares each reply with its prompt's other replies, so a group needs two at
+    # least; batch_size must be a multiple of it (whole groups per optimizer step).
+    grpo_generations: int = Field(4, ge=2)
+    # The same study found RL with LoRA at ~10x full fine-tuning's rate (~1e-6 there).
+    grpo_learning_rate: float = Field(1e-5, gt=0)
+    grpo_max_completion_tokens: PositiveInt = 64  # per sampled reply while training
     # Replies people passed (or failed) join the judged samples and outrank them: SFT
     # data and DPO's chosen (or rejected). Only the training split's traces are used.
     human_labels: bool = True
@@ -215,6 +223,15 @@ class LoraSettings(Section):
     # tonight; its rank and targets win) rather than afresh from the base model; either
     # way the step must beat that state to be kept.
     continue_from_production: bool = True
+
+    @model_validator(mode="after")
+    def _whole_grpo_groups(self) -> LoraSettings:
+        if "grpo" in self.method and self.batch_size % self.grpo_generations:
+            raise ValueError(
+                f"lora.batch_size ({self.batch_size}) must be a multiple of "
+                f"lora.grpo_generations ({self.grpo_generations}) for method {self.method!r}"
+            )
+        return self
 
 
 class FastSlowSettings(Section):

@@ -40,7 +40,10 @@ def steps() -> list[Step]:
     """A prompt step kept, then a weight step dropped on the selection slice."""
     on = "the held-out selection slice (10 examples, true labels)"
     prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
-    lora = LoraRound("/a", False, 12, 1.5, 0.4, 0.3, note="no example's samples differed")
+    lora = LoraRound(
+        "/a", False, 12, 1.5, 0.4, 0.3, note="no example's samples differed", train_steps=4,
+        train_seconds=30.0,
+    )  # fmt: skip
     kept = decide_step(0.2, 0.3, on, 0.0, 0, "")
     dropped = decide_step(0.3, 0.1, on, 0.0, 1, "")
     return [
@@ -75,6 +78,7 @@ def test_metrics_have_before_and_after_of_every_stage():
     assert metrics["step2_kept"] == 0.0 and metrics["step2_before"] == 0.3
     assert metrics["step2_lora_val_with"] == 0.3 and metrics["step1_agent_val_best"] == 0.4
     assert metrics["steps_kept"] == 1.0 and metrics["agent_metric_calls"] == 100
+    assert metrics["step2_lora_seconds_per_train_step"] == 7.5
 
 
 def test_each_step_and_its_decision_is_reported():
@@ -92,6 +96,7 @@ def test_untrusted_judge_and_dropped_adapter_are_said():
     text = render_markdown(report(0.05))
     assert "Judge not trusted" in text and "do not promote" in text
     assert "LoRA round of step 2: no example's samples differed" in text
+    assert "LoRA round of step 2: 4 optimizer steps, 7.5 s each." in text
     assert "Judge not trusted" not in render_markdown(report(0.5))
     assert report(0.05).metrics()["judge_trusted"] == 0.0
 

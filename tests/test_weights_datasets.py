@@ -1,7 +1,7 @@
 import pytest
 
 from infra.types import Example, Rollout
-from weights.datasets import BadRolloutError, dpo_records, sft_records
+from weights.datasets import BadRolloutError, dpo_records, grpo_records, sft_records
 
 
 def rollout(example_id: str, output: str, score: float | None, prompt: str = "p") -> Rollout:
@@ -105,3 +105,21 @@ def test_bad_rollouts_name_the_example_and_field(change, field, build):
     args = (0.5, 10) if build is sft_records else (0.5,)
     with pytest.raises(BadRolloutError, match=rf"'ex-42'.*'{field}'"):
         build([rollout("ok", "out", 1.0), bad], *args)
+
+
+def test_grpo_takes_each_distinct_prompt_once_in_a_seeded_order():
+    rollouts = [
+        rollout("a", "x", 0.9),
+        rollout("a", "y", 0.1),  # the same chat: one prompt
+        rollout("a", "x", 0.5, prompt="q"),  # FST drew other prompts: another
+        rollout("b", "z", 0.2),
+        rollout("c", "", 0.0),  # an empty reply still gives its prompt
+    ]
+    records = grpo_records(rollouts, max_records=10, seed=1)
+    assert sorted((r["example_id"], r["prompt"][0]["content"]) for r in records) == [
+        ("a", "p"), ("a", "q"), ("b", "p"), ("c", "p"),
+    ]  # fmt: skip
+    assert records == grpo_records(list(reversed(rollouts)), max_records=10, seed=1)
+    assert len(grpo_records(rollouts, max_records=2, seed=1)) == 2
+    with pytest.raises(BadRolloutError, match="example 'b': field 'score'"):
+        grpo_records([rollout("b", "z", None)], max_records=2)

@@ -9,7 +9,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
 from weights.adapters import adapter_files_ok
-from weights.lora import TRAINING_SUMMARY, checkpoints, train_dpo_adapter, train_sft_adapter
+from weights.lora import (
+    TRAINING_SUMMARY,
+    checkpoints,
+    train_dpo_adapter,
+    train_grpo_adapter,
+    train_sft_adapter,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -178,3 +184,30 @@ def test_training_saves_earlier_adapters_for_early_stopping(tmp_path):
         early = load_for_inference(base, halfway)(input_ids=ids).logits
         end = load_for_inference(base, result.path)(input_ids=ids).logits
     assert (early - end).abs().max() > 1e-4  # one more step moved it
+
+
+def test_grpo_trains_on_the_rewards_of_groups_it_samples(tmp_path):
+    """trl's GRPOTrainer samples grpo_generations replies per prompt, hands them with the
+    records' example_id to an async reward (on its own event loop), and trains on them."""
+    base = resolve_model_path()
+    prompts = [{"prompt": r["prompt"], "example_id": f"ex{i}"} for i, r in enumerate(records())]
+    groups = []
+
+    async def reward(prompts, completions, example_id, **_):
+        groups.append(list(example_id))
+        return [float(len(c[0]["content"])) for c in completions]  # differ: a signal
+
+    cfg = LoraSettings(
+        method="grpo", batch_size=4, grpo_generations=2, grpo_max_completion_tokens=8,
+        grpo_learning_rate=1e-3, max_steps=2, checkpoints=1,
+    )  # fmt: skip
+    result = train_grpo_adapter(prompts, base, tmp_path / "grpo", cfg, reward)
+    assert result.steps == 2 and adapter_files_ok(result.path)
+    assert len(groups) == 2 and all(len(ids) == 4 for ids in groups)
+    for ids in groups:  # each prompt's replies come as a whole group
+        assert all(ids.count(example_id) == 2 for example_id in ids)
+    ids = torch.tensor([[1, 9690, 198, 2683, 28, 253, 1035, 30]])
+    with torch.no_grad():
+        plain = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)(input_ids=ids)
+        tuned = load_for_inference(base, result.path)(input_ids=ids)
+    assert (plain.logits - tuned.logits).abs().max() > 1e-4  # the rewards moved it

@@ -1,11 +1,13 @@
 """The LoRA round on fakes: judged rollouts as a function, a model that serves adapters."""
 
+import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from pydantic import ValidationError
 
 from infra.settings import LoraSettings
 from infra.types import Example, Rollout
@@ -67,14 +69,27 @@ class Trained(NamedTuple):
     base_adapter: str | None
 
 
+class TrainedRuns(list):
+    rewards: list[list[float | None]]
+
+
 @pytest.fixture
-def trained(monkeypatch) -> list[Trained]:
+def trained(monkeypatch) -> TrainedRuns:
     """Training replaced by writing a whole adapter folder; records what it was given."""
-    runs = []
+    runs = TrainedRuns()
 
     def trainer(kind):
-        def train(records, base, target, cfg, seed=0, base_adapter=None):
+        def train(records, base, target, cfg, seed=0, base_adapter=None, reward=None):
             runs.append(Trained(kind, len(records), base, seed, base_adapter))
+            if reward is not None:  # as trl does: a group per record, on a loop of its own
+                group = [r for r in records for _ in range(cfg.grpo_generations)]
+                completions = [
+                    [{"role": "assistant", "content": "play " * k}] for k in range(len(group))
+                ]
+                ids = [r["example_id"] for r in group]
+                rewards.append(
+                    asyncio.run(reward([r["prompt"] for r in group], completions, example_id=ids))
+                )
             for folder in [target] + [
                 target / CHECKPOINTS / f"step-{n}" for n in range(1, cfg.checkpoints)
             ]:  # the end, and the earlier adapters training saved
@@ -89,10 +104,14 @@ def trained(monkeypatch) -> list[Trained]:
 
     monkeypatch.setattr(weight_round, "train_sft_adapter", trainer("sft"))
     monkeypatch.setattr(weight_round, "train_dpo_adapter", trainer("dpo"))
+    monkeypatch.setattr(weight_round, "train_grpo_adapter", trainer("grpo"))
+    runs.rewards = rewards = []  # what each GRPO run's reward function returned
     return runs
 
 
-async def run(lm, rollouts, tmp_path: Path, base=None, **cfg) -> weight_round.LoraRound:
+async def run(
+    lm, rollouts, tmp_path: Path, base=None, judge_replies=None, **cfg
+) -> weight_round.LoraRound:
     settings = LoraSettings(samples_per_example=2, **({"checkpoints": 1} | cfg))
     return await weight_round.lora_round(
         lm,
@@ -104,6 +123,7 @@ async def run(lm, rollouts, tmp_path: Path, base=None, **cfg) -> weight_round.Lo
         0.6,
         seed=3,
         base=base,
+        judge_replies=judge_replies,
     )
 
 
@@ -262,3 +282,57 @@ async def test_an_earlier_checkpoint_the_judge_prefers_is_kept_and_served(tmp_pa
     assert "stopped early: the judge scored step-1 0.800" in result.note
     scored = {adapter for _, adapter, params in greedy.calls if not params}
     assert scored == {None, "adapter-n1", "adapter-n1-step-1", "adapter-n1-step-2"}
+
+
+class ReplyJudge:
+    """Scores a reply by its length, failing on empty ones; notes the loop it ran on."""
+
+    def __init__(self):
+        self.loops, self.judged = [], []
+
+    async def __call__(self, replies):
+        self.loops.append(asyncio.get_running_loop())
+        self.judged.extend((r.example.id, r.output, r.messages) for r in replies)
+        return [len(r.output) / 100 if r.output else None for r in replies]
+
+
+async def test_grpo_samples_prompts_once_and_its_replies_are_judged_on_the_nights_loop(
+    tmp_path, trained
+):
+    judge, rollouts = ReplyJudge(), judged(with_adapter=0.7)
+    result = await run(
+        AdapterModel(), rollouts, tmp_path, judge_replies=judge, method="grpo",
+        grpo_generations=2, max_train_examples=4,
+    )  # fmt: skip
+    assert trained == [Trained("grpo", 4, "/models/base", 3, None)] and result.kept
+    assert [p for _, _, p in rollouts.calls if p] == [{"temperature": 0.8, "seed": 0}]
+    assert judge.loops == [asyncio.get_running_loop()]  # not trl's: the batcher lives here
+    (rewards,) = trained.rewards
+    assert rewards == [None] + [len("play " * k) / 100 for k in range(1, 8)]
+    first = judge.judged[2]  # a reply is judged as a rollout of its record's example
+    assert first[0].startswith("t") and first[1] == "play play " and first[2][0]["role"] == "user"
+    assert (result.train_steps, result.train_seconds) == (3, 0.1)
+    records = (tmp_path / "n1" / "training" / "grpo.jsonl").read_text().splitlines()
+    assert {json.loads(r)["example_id"] for r in records} < {f"t{i}" for i in range(6)}
+
+
+async def test_sft_then_grpo_goes_on_from_the_sft_adapter(tmp_path, trained):
+    result = await run(
+        AdapterModel(), judged(0.7), tmp_path, judge_replies=ReplyJudge(), method="sft+grpo",
+        grpo_generations=2,
+    )  # fmt: skip
+    assert [t.kind for t in trained] == ["sft", "grpo"]
+    assert trained[1].base_adapter == str(tmp_path / "n1" / "adapter-sft")
+    assert result.train_steps == 6 and result.adapter_path == str(tmp_path / "n1" / "adapter")
+
+
+async def test_grpo_without_a_judge_for_its_replies_is_refused(tmp_path, trained):
+    with pytest.raises(ValueError, match="lora.method 'grpo' needs a judge"):
+        await run(AdapterModel(), judged(0.7), tmp_path, method="grpo")
+    assert trained == []
+
+
+def test_grpo_groups_must_fill_each_optimizer_step():
+    with pytest.raises(ValidationError, match=r"lora.batch_size \(8\) must be a multiple of"):
+        LoraSettings(method="sft+grpo", grpo_generations=3)
+    assert LoraSettings(method="sft", grpo_generations=3).batch_size == 8  # unused there

@@ -1,4 +1,5 @@
-"""Judged rollouts become training records: rejection-sampled SFT and preference pairs.
+"""Judged rollouts become training records: rejection-sampled SFT, preference pairs, and
+the prompts GRPO samples from.
 
 Records use trl's conversational formats. SFT records are prompt-completion
 (`{"prompt": [...], "completion": [{"role": "assistant", ...}]}`) rather than
@@ -81,6 +82,19 @@ def dpo_records(rollouts: list[Rollout], margin: float) -> list[Record]:
                 }
             )
     return records
+
+
+def grpo_records(rollouts: list[Rollout], max_records: int, seed: int = 0) -> list[dict]:
+    """One prompt per distinct (example, chat), in a seeded order, for GRPO to sample its
+    own replies to; `example_id` goes with it so the reward can judge a reply against its
+    example. Scores are not read: GRPO is judged on what it samples itself."""
+    prompts: dict[tuple[str, str], Rollout] = {}
+    for rollout in rollouts:
+        _check(rollout)
+        prompts.setdefault((rollout.example.id, repr(rollout.messages)), rollout)
+    order = sorted(prompts)
+    random.Random(seed).shuffle(order)
+    return [{"prompt": prompts[key].messages, "example_id": key[0]} for key in order[:max_records]]
 
 
 def _distinct_best_first(group: list[Rollout]) -> list[Rollout]:

@@ -1,6 +1,7 @@
 """Training a LoRA adapter on judged records, on CPU: supervised fine-tuning with trl's
-SFTTrainer, or preference tuning with its DPOTrainer. Both share the model, the LoRA
-configuration and the folder handling; only the trainer and its records differ."""
+SFTTrainer, preference tuning with its DPOTrainer, or online RL with its GRPOTrainer. All
+share the model, the LoRA configuration and the folder handling; only the trainer and its
+records differ."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
-from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 
 from infra.settings import LoraSettings
 
@@ -28,6 +31,9 @@ LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 
 # (step, total_steps, latest training loss or None before the first log)
 ProgressCallback = Callable[[int, int, float | None], None]
+# trl's reward function: (prompts, completions, **the records' other columns) -> one
+# reward per completion (None: not scored); sync, or async
+RewardFunction = Callable[..., list[float | None] | Awaitable[list[float | None]]]
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,35 @@ def train_dpo_adapter(
     )  # fmt: skip
 
 
+def train_grpo_adapter(
+    records: list[dict],
+    base_model_path: str | Path,
+    output_dir: str | Path,
+    cfg: LoraSettings,
+    reward: RewardFunction,
+    *,
+    base_adapter: str | Path | None = None,
+    progress_callback: ProgressCallback | None = None,
+    seed: int = 0,
+    bf16: bool | None = None,
+) -> AdapterResult:
+    """Train a LoRA adapter online with GRPO and save it as `train_sft_adapter` does: for
+    each prompt record the model being trained samples `cfg.grpo_generations` replies,
+    `reward` scores them (trl runs an async one on its own event loop), and each reply is
+    pushed by how far its reward is above its group's mean. No reference model (trl's
+    default beta 0), so memory is SFT's plus generation's."""
+    specific = dict(
+        learning_rate=cfg.grpo_learning_rate,
+        num_generations=cfg.grpo_generations,
+        max_completion_length=cfg.grpo_max_completion_tokens,
+        temperature=cfg.sample_temperature,
+    )
+    return _train(
+        (partial(GRPOTrainer, reward_funcs=[reward]), GRPOConfig, specific, ("prompt",)),
+        records, base_model_path, output_dir, cfg, base_adapter, progress_callback, seed, bf16,
+    )  # fmt: skip
+
+
 def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
     if not records:
         raise ValueError("no training records: nothing passed the judge's threshold")
@@ -116,7 +151,7 @@ def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
 
 
 # (trl trainer class, its config class, the config's own arguments, the record fields)
-Method = tuple[type, type, dict, tuple[str, ...]]
+Method = tuple[Callable[..., Any], type, dict, tuple[str, ...]]
 
 
 def _train(

@@ -1,5 +1,6 @@
 """One slow-loop round: sample, judge, keep the best (rejection sampling) or pair the best
-with the worst, train a LoRA adapter with SFT, DPO or both in turn (`lora.method`), and
+with the worst, train a LoRA adapter with SFT, DPO, GRPO (the judge scoring the replies
+it samples as it trains) or SFT then one of those (`lora.method`), and
 keep it only if the judge prefers it on the Pareto set (never held-out, which only
 reports). A round starts from the adapter in production when there
 is one: it samples with it, compares against it, and (`lora.continue_from_production`)
@@ -16,16 +17,25 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from statistics import fmean
 
 from infra.lm import LM, AdapterLM
+from infra.lm.heap import release_free_heap
 from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from infra.types import Example, Rollout
 from weights.adapters import adapter_files_ok
-from weights.datasets import dpo_records, sft_records
-from weights.lora import TRAINING_SUMMARY, checkpoints, train_dpo_adapter, train_sft_adapter
+from weights.datasets import dpo_records, grpo_records, sft_records
+from weights.lora import (
+    TRAINING_SUMMARY,
+    checkpoints,
+    train_dpo_adapter,
+    train_grpo_adapter,
+    train_sft_adapter,
+)
+from weights.rewards import ReplyJudge, judge_reward
 
 # (examples, adapter name or None, **sampling params) -> the rollouts, judged
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
@@ -52,6 +62,8 @@ class LoraRound:
     training_sets: tuple[str, ...] = ()  # the records each stage trained on (JSONL files)
     base_adapter: str | None = None  # the served adapter it sampled with
     trained_from: str | None = None  # the adapter folder training went on from; None: base
+    train_steps: int = 0  # optimizer steps, all stages
+    train_seconds: float = 0.0  # training's wall time, all stages (GRPO's sampling included)
 
     @property
     def adapter_path(self) -> str | None:
@@ -71,6 +83,7 @@ async def lora_round(
     base: ServedAdapter | None = None,
     adapter_name: str | None = None,
     human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
+    judge_replies: ReplyJudge | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
     `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter the
@@ -78,7 +91,10 @@ async def lora_round(
     served as `adapter_name` (default "adapter-<run_dir's name>"): unique per night, since
     a model server keeps what it loaded. `human`: example id -> replies a person scored
     in [0, 1] (a logged reply they passed or failed, one they corrected it to), which
-    join the samples (`with_human_labels`)."""
+    join the samples (`with_human_labels`). `judge_replies` scores replies GRPO samples
+    (needed by the grpo methods)."""
+    if "grpo" in cfg.method and judge_replies is None:
+        raise ValueError(f"lora.method {cfg.method!r} needs a judge for the replies it samples")
     before = base.name if base else None
     without = fmean(r.score for r in await rollouts(valset, before))
     if not cfg.enabled:
@@ -86,10 +102,12 @@ async def lora_round(
     if not hasattr(lm, "load_adapter"):  # not isinstance: that would resolve base_model_path
         note = f"{type(lm).__name__} does not serve LoRA adapters"
         return LoraRound(None, False, 0, None, without, None, note=note)
+    # GRPO alone reads only the prompts: one sample per example gives them
+    draws = 1 if cfg.method == "grpo" else cfg.samples_per_example
     samples = await asyncio.gather(
         *(
             rollouts(trainset, before, temperature=cfg.sample_temperature, seed=k)
-            for k in range(cfg.samples_per_example)
+            for k in range(draws)
         )
     )
     judged = with_human_labels([rollout for batch in samples for rollout in batch], human or {})
@@ -98,12 +116,17 @@ async def lora_round(
     if not stages:
         return LoraRound(None, False, 0, None, without, None, note=skipped)
     start = base.path if base and cfg.continue_from_production else None
+    reward = (
+        judge_reward(judge_replies, judged, asyncio.get_running_loop()) if judge_replies else None
+    )
+    steps, seconds = 0, 0.0
     for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
         target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")
-        adapter_dir, train_loss = await _train_once(
-            kind, lm.base_model_path, start, stage, target, cfg, seed
+        adapter_dir, summary = await _train_once(
+            kind, lm.base_model_path, start, stage, target, cfg, seed, reward
         )
-        start = str(adapter_dir)
+        start, train_loss = str(adapter_dir), summary["train_loss"]
+        steps, seconds = steps + int(summary["steps"]), seconds + summary["seconds"]
     sets = tuple(str(_training_set(run_dir, kind)) for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
     try:
@@ -114,7 +137,10 @@ async def lora_round(
             f"trained {adapter_dir}, but the model server could not load it ({err}); a "
             "server without LoRA wants lora.enabled = false"
         )
-        return LoraRound(None, False, records, train_loss, without, None, note, sets, before)
+        return LoraRound(
+            None, False, records, train_loss, without, None, note, sets, before,
+            train_steps=steps, train_seconds=seconds,
+        )  # fmt: skip
     chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
     keep = with_adapter >= without
     not_kept = "" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set"
@@ -129,6 +155,8 @@ async def lora_round(
         training_sets=sets,
         base_adapter=before,
         trained_from=base.path if base and cfg.continue_from_production else None,
+        train_steps=steps,
+        train_seconds=seconds,
     )
 
 
@@ -190,10 +218,12 @@ def training_sets(
     sets = {
         "sft": lambda: sft_records(judged, cut, cfg.max_train_examples, seed),
         "dpo": lambda: dpo_records(judged, cfg.dpo_margin)[: cfg.max_train_examples],
+        "grpo": lambda: grpo_records(judged, cfg.max_train_examples, seed),
     }
     why = {
         "sft": "no rollout passed the judge",
         "dpo": f"no example's samples differed by dpo_margin ({cfg.dpo_margin}) in judge score",
+        "grpo": "no rollout to take a prompt from",
     }
     stages, skipped = [], []
     for kind in cfg.method.split("+"):
@@ -228,21 +258,33 @@ async def _train_once(
     target: Path,
     cfg: LoraSettings,
     seed: int,
-) -> tuple[Path, float]:
+    reward: Callable[..., Awaitable[list[float | None]]] | None,
+) -> tuple[Path, dict[str, float]]:
     """Train one stage's adapter into `target`, or reuse it if a crash came after training
-    finished (the adapter folder appears whole, with its summary, or not at all). Its
-    records are written first, beside it, and kept with a reused adapter: they are the
-    ones it was trained on, not a resumed night's new samples."""
+    finished (the adapter folder appears whole, with its summary, or not at all); the
+    adapter and its training summary. Its records are written first, beside it, and kept
+    with a reused adapter: they are the ones it was trained on, not a resumed night's new
+    samples. `reward`: GRPO's."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
-        return target, json.loads((target / TRAINING_SUMMARY).read_text())["train_loss"]
+        return target, json.loads((target / TRAINING_SUMMARY).read_text())
     path = _training_set(target.parent, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text("".join(json.dumps(record) + "\n" for record in records))
-    partial.replace(path)
-    train = {"sft": train_sft_adapter, "dpo": train_dpo_adapter}[kind]
+    unfinished = path.with_name(f".{path.name}.partial")
+    unfinished.write_text("".join(json.dumps(record) + "\n" for record in records))
+    unfinished.replace(path)
+    train = {
+        "sft": train_sft_adapter,
+        "dpo": train_dpo_adapter,
+        "grpo": partial(train_grpo_adapter, reward=reward),
+    }[kind]
+    # the sampling's freed memory goes back first, so training does not stack on top of it
+    release_free_heap()
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
-    result = await run_in_own_thread(
-        train, records, model, target, cfg, seed=seed, base_adapter=start
-    )
-    return result.path, result.train_loss
+    # (and leaves the night's loop free to run GRPO's judge calls meanwhile)
+    try:
+        result = await run_in_own_thread(
+            train, records, model, target, cfg, seed=seed, base_adapter=start
+        )
+    finally:
+        release_free_heap()  # and training's, before the adapter is served
+    return result.path, result.summary()
