@@ -4,7 +4,7 @@ Runs the real nightly flow on the embedded defaults in a fresh state folder, sam
 the process's resident memory every 0.1 s, and attributes the peak to the stage whose
 interval the sample falls in.
 
-    .venv/bin/python benchmarks/demo.py [--keep-state DIR]
+    .venv/bin/python benchmarks/demo.py [--keep-state DIR] [--keep-free-heap]
 """
 
 from __future__ import annotations
@@ -47,7 +47,16 @@ class MemorySampler(threading.Thread):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep-state", help="state folder to use (default: a temporary one)")
+    parser.add_argument(
+        "--keep-free-heap",
+        action="store_true",
+        help="never hand freed heap back to the OS (`infra.lm.heap`): the night before it did",
+    )
     args = parser.parse_args()
+    if args.keep_free_heap:
+        from infra.lm import heap
+
+        heap._trim = None
     state = Path(args.keep_state or tempfile.mkdtemp(prefix="flywheel-bench-"))
     os.environ["FLYWHEEL_STATE_DIR"] = str(state)
 
