@@ -41,6 +41,7 @@ from flows.schedule import Schedule, evaluate_heldout
 from flows.stage_calls import check_stage, night_calls
 from flows.stage_clock import StageClock
 from flows.stage_tasks import optimizing, stage
+from infra.agents.contract import require_offline
 from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
 from judges.align import Alignment
@@ -279,6 +280,7 @@ async def nightly(
 
 async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     start = time.perf_counter()
+    require_offline(rt.agent, repr(rt.settings.agent))  # before anything calls it
     if (days := rt.settings.state.retention_days) is not None:
         results = Path(get_current_settings().results.local_storage_path)
         expire(rt.settings.state_dir, results, days)

@@ -159,7 +159,7 @@ class Schedule:
             step = await run(index, kinds, k)
             step.seconds = time.perf_counter() - started
             steps.append(step)
-            release_free_heap()  # what the step freed, before the next one allocates
+            await release_free_heap()  # what the step freed, before the next one allocates
         return steps
 
     async def _prompts(self, index: int, kinds: tuple[Kind, ...], k: int) -> Step:

@@ -12,11 +12,11 @@ def resident_mib() -> float:
 
 
 @pytest.mark.skipif(heap._trim is None, reason="no malloc_trim in this C library")
-def test_freed_chunks_between_live_ones_are_returned():
+async def test_freed_chunks_between_live_ones_are_returned():
     blocks = [bytes(8192) for _ in range(40_000)]  # ~320 MiB of malloc'd chunks
     keep = blocks[::4]  # live ones pin the heap's top: free() alone cannot shrink it
     del blocks
     before = resident_mib()
-    assert heap.release_free_heap()
+    assert await heap.release_free_heap()
     assert resident_mib() < before - 150  # the three freed blocks of every four
     assert len(keep) == 10_000

@@ -278,7 +278,7 @@ async def _train_once(
         "grpo": partial(train_grpo_adapter, reward=reward),
     }[kind]
     # the sampling's freed memory goes back first, so training does not stack on top of it
-    release_free_heap()
+    await release_free_heap()
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     # (and leaves the night's loop free to run GRPO's judge calls meanwhile)
     try:
@@ -286,5 +286,5 @@ async def _train_once(
             train, records, model, target, cfg, seed=seed, base_adapter=start
         )
     finally:
-        release_free_heap()  # and training's, before the adapter is served
+        await release_free_heap()  # and training's, before the adapter is served
     return result.path, result.summary()

@@ -54,6 +54,7 @@ def example_messages(examples_text: str) -> list[dict[str, str]]:
 
 class IntentRouter:
     name = "intent-router"
+    runs_offline = True  # one LLM call, no tools: the night may call it as often as it needs
 
     def seed_prompts(self) -> dict[str, str]:
         return dict(SEED_PROMPTS)

@@ -1,9 +1,11 @@
-"""Load an agent from a `package.module:factory` entry point named in settings."""
+"""Load an agent from a `package.module:factory` entry point named in settings, checked
+against the contract before anything runs on it."""
 
 from __future__ import annotations
 
 import importlib
 
+from infra.agents.contract import check_agent
 from infra.agents.protocol import Agent
 
 
@@ -18,6 +20,5 @@ def load_agent(entry_point: str) -> Agent:
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot load agent {entry_point!r}: {exc}") from exc
     agent = factory()
-    if not isinstance(agent, Agent):
-        raise TypeError(f"{entry_point} returned {type(agent).__name__}, which is not an Agent")
+    check_agent(agent, repr(entry_point))
     return agent

@@ -9,6 +9,7 @@ would otherwise stack on top of. A no-op where the C library has no `malloc_trim
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 
@@ -16,6 +17,10 @@ _libc_name = ctypes.util.find_library("c")
 _trim = getattr(ctypes.CDLL(_libc_name), "malloc_trim", None) if _libc_name else None
 
 
-def release_free_heap() -> bool:
-    """Return free heap pages of every arena to the OS; whether any were returned."""
-    return bool(_trim(0)) if _trim is not None else False
+async def release_free_heap() -> bool:
+    """Return free heap pages of every arena to the OS; whether any were returned. On a
+    worker thread: trimming a few GiB takes a fifth of a second, which the event loop (and
+    the request timeouts it keeps) must not wait out."""
+    if _trim is None:
+        return False
+    return bool(await asyncio.to_thread(_trim, 0))
