@@ -116,17 +116,20 @@ async def lora_round(
     if not stages:
         return LoraRound(None, False, 0, None, without, None, note=skipped)
     start = base.path if base and cfg.continue_from_production else None
-    reward = (
-        judge_reward(judge_replies, judged, asyncio.get_running_loop()) if judge_replies else None
-    )
+    grpo = "grpo" in cfg.method  # then judge_replies was checked above
+    reward = judge_reward(judge_replies, judged, asyncio.get_running_loop()) if grpo else None
     steps, seconds = 0, 0.0
     for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
         target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")
+        # what sampling (or the stage before) freed goes back first, so training does not
+        # stack on top of it
+        await release_free_heap()
         adapter_dir, summary = await _train_once(
             kind, lm.base_model_path, start, stage, target, cfg, seed, reward
         )
         start, train_loss = str(adapter_dir), summary["train_loss"]
         steps, seconds = steps + int(summary["steps"]), seconds + summary["seconds"]
+    await release_free_heap()  # and training's, before the adapter is served
     sets = tuple(str(_training_set(run_dir, kind)) for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
     try:
@@ -277,14 +280,9 @@ async def _train_once(
         "dpo": train_dpo_adapter,
         "grpo": partial(train_grpo_adapter, reward=reward),
     }[kind]
-    # the sampling's freed memory goes back first, so training does not stack on top of it
-    await release_free_heap()
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     # (and leaves the night's loop free to run GRPO's judge calls meanwhile)
-    try:
-        result = await run_in_own_thread(
-            train, records, model, target, cfg, seed=seed, base_adapter=start
-        )
-    finally:
-        await release_free_heap()  # and training's, before the adapter is served
+    result = await run_in_own_thread(
+        train, records, model, target, cfg, seed=seed, base_adapter=start
+    )
     return result.path, result.summary()

@@ -36,7 +36,7 @@ def check_agent(agent: Any, origin: str) -> None:
         misfits += _call_misfits(agent, member, positional, keywords)
     if not misfits:  # safe to call now
         misfits += _seed_prompt_misfits(agent.seed_prompts())
-    offline = getattr(agent, "runs_offline", True)
+    offline = runs_offline(agent)
     if not isinstance(offline, bool):
         misfits.append(f"runs_offline must be a bool, got {offline!r}")
     if misfits:
