@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from infra.agents import Agent
+from infra.agents.replay import NOT_REPLAYABLE
 from infra.scales import ScoreScale
 from infra.traces import Annotation, RecordError, SkippedRecord, TraceBatch, TraceRecord
+from infra.traces.types import GENERATION, TOOL
 from infra.types import Example
 from judges.labels import agreed_value, labelled_item, night_scale, value_on
 from judges.types import JudgedItem, LabelWindow, render_inputs
@@ -82,7 +84,7 @@ def collect(
     def _example(trace: TraceRecord) -> Example | None:
         return _readable(agent, trace, skipped, max_text_chars)
 
-    traces = _one_generation_per_trace(batch.traces, skipped)
+    traces = one_record_per_trace(batch.traces, skipped)
     for trace in traces:
         example = _example(trace)
         if example is not None:
@@ -146,25 +148,30 @@ def collect(
     )
 
 
-def _one_generation_per_trace(
+def one_record_per_trace(
     traces: list[TraceRecord], skipped: list[SkippedRecord]
 ) -> list[TraceRecord]:
-    """The latest generation of each trace, which its annotation is about; the earlier
-    ones are named as left out (a trace's steps are not replayed one by one yet)."""
-    latest: dict[str, TraceRecord] = {}
+    """Each trace's last generation, which its annotation is about, carrying the trace's
+    generations and tool calls in recorded order as its `steps` when it has several (an
+    agent that replays them step by step reads those). A trace with no generation is
+    named as left out; spans and other observation types only group the steps."""
+    grouped: dict[str, dict[str, TraceRecord]] = {}  # trace -> observation id -> it
     for trace in traces:
-        earlier = latest.get(trace.trace_id)
-        if earlier is not None:
-            first, last = sorted((earlier, trace), key=lambda t: t.start_time)
-            reason = (
-                f"trace {trace.trace_id}: generation {first.id} left out, its later "
-                f"generation {last.id} is read (one generation per trace)"
-            )
-            skipped.append(SkippedRecord("traces", 0, "traceId", reason))
+        if trace.type in (GENERATION, TOOL):
+            grouped.setdefault(trace.trace_id, {})[trace.id] = trace
+    records = []
+    for trace_id, observations in grouped.items():
+        steps = sorted(observations.values(), key=lambda t: t.start_time)  # stable: ties keep order
+        generations = [t for t in steps if t.type == GENERATION]
+        if not generations:
+            reason = f"trace {trace_id}: no generation, only tool calls"
+            skipped.append(SkippedRecord("traces", 0, "type", reason))
             log.warning("skipped %s", reason)
-            trace = last
-        latest[trace.trace_id] = trace
-    return list(latest.values())
+            continue
+        last = generations[-1]
+        steps = steps[: steps.index(last) + 1]  # what ran after the last reply is not its
+        records.append(replace(last, steps=tuple(steps)) if len(steps) > 1 else last)
+    return records
 
 
 def _agreed(
@@ -268,7 +275,9 @@ def summarize(collected: Collected) -> dict[str, int]:
     passes = [i.human_pass for i in collected.items if i.human_pass is not None]
     if passes:  # a pass/fail annotation
         out["annotations_pass"] = sum(passes)
-    return out | {"skipped_records": len(collected.skipped)}
+    # traces a replay cannot re-run (a tool would see other arguments): also skipped
+    replay = sum(1 for s in collected.skipped if s.field == NOT_REPLAYABLE)
+    return out | {"skipped_records": len(collected.skipped), "not_replayable": replay}
 
 
 def trace_window(window: LabelWindow) -> dict[str, str]:

@@ -7,6 +7,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from flows import promotion
+from infra.agents.replay import REPLAY
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces.prompt_hub import make_prompt_hub
@@ -27,7 +28,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     """Move production to `version` (default: the candidate) if it passes the gate."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces)
+    hub = make_prompt_hub(settings.traces, settings.agent == REPLAY)
     move = promotion.promote(
         Registry(settings), model, version, settings.promotion, by, settings.seed, hub=hub
     )
@@ -39,5 +40,5 @@ async def rollback_flow(by: str) -> promotion.Move:
     """Move production back to the version before it."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces)
+    hub = make_prompt_hub(settings.traces, settings.agent == REPLAY)
     return await recorded(promotion.rollback(Registry(settings), model, by, hub), model)

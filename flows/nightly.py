@@ -25,7 +25,15 @@ from prefect.tasks import exponential_backoff
 
 from flows import feedback, stages
 from flows.approval import ask_approval
-from flows.collect import Collected, collect, hold_out, summarize, trace_window, window_start
+from flows.collect import (
+    Collected,
+    collect,
+    hold_out,
+    one_record_per_trace,
+    summarize,
+    trace_window,
+    window_start,
+)
 from flows.failed_night import record_failed_night
 from flows.fast_slow import NightState, split_heldout
 from flows.moves import recorded
@@ -116,7 +124,7 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name), have)
     added = rt.labels.add(
         [a for a in fresh.annotations + batch.annotations if a.name == name],
-        fresh.traces + batch.traces,
+        one_record_per_trace(fresh.traces + batch.traces, []),  # kept with its steps
     )
     days = rt.settings.judge.label_window_days
     labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)

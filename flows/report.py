@@ -232,6 +232,11 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         console.print(
             f"[yellow]{skipped} malformed trace or score records were skipped (see the log)."
         )
+    if replay := report.collected.get("not_replayable", 0):
+        console.print(
+            f"[yellow]{replay} traces could not be replayed: a tool in them took a replayed "
+            "step's output as its arguments, and tools are never re-run (see the log)."
+        )
     if report.registered:
         console.print(report.registered.describe())
     for line in promotion_lines(report):

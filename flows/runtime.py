@@ -14,6 +14,8 @@ from typing import Any
 
 from flows.collect import load_heldout, window_start
 from infra.agents import Agent, load_agent
+from infra.agents.contract import check_agent
+from infra.agents.replay import REPLAY, ReplayAgent
 from infra.errors import UserFacingError
 from infra.labels import LabelStore
 from infra.lm import LM, CallTally
@@ -22,7 +24,7 @@ from infra.redaction import Redactor
 from infra.registry.mlflow_registry import Registry
 from infra.settings import NightKnobs, Settings
 from infra.traces import TraceSource
-from infra.traces.factory import make_trace_source
+from infra.traces.factory import make_trace_source, production_prompts
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 from infra.types import Example
 
@@ -88,7 +90,27 @@ class Runtime:
 
     @property
     def agent(self) -> Agent:
+        """The entry point in `agent`, or with `agent = "replay"`, the managed prompts the
+        window's traces used, replayed from the traces (no code)."""
+        if self.settings.agent == REPLAY:
+            return self._get("agent", self._replay_agent)
         return self._get("agent", lambda: load_agent(self.settings.agent))
+
+    def _replay_agent(self) -> Agent:
+        cfg = self.settings.traces
+        batch = self.traces.fetch(since=window_start(cfg.lookback_hours), limit=cfg.max_traces)
+        names = {t.prompt_name for t in batch.traces if t.prompt_name}
+        prompts = production_prompts(cfg, names)
+        if not prompts:
+            found = ", ".join(sorted(names)) or "none"
+            raise UserFacingError(
+                "agent = 'replay' optimizes the Langfuse-managed prompts the traces were made "
+                f"from, and none has a production version (prompts on the traces: {found}): "
+                "link each generation to its prompt (update_current_generation(prompt=...))."
+            )
+        agent = ReplayAgent(prompts)
+        check_agent(agent, repr(REPLAY))
+        return agent
 
     @property
     def traces(self) -> TraceSource:
@@ -105,7 +127,8 @@ class Runtime:
     @property
     def prompt_hub(self) -> PromptHub | None:
         """Where the agent reads its managed prompts in production; None: nowhere."""
-        return self._get("prompt_hub", lambda: make_prompt_hub(self.settings.traces))
+        replayed = self.settings.agent == REPLAY
+        return self._get("prompt_hub", lambda: make_prompt_hub(self.settings.traces, replayed))
 
     @property
     def labels(self) -> LabelStore:

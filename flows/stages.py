@@ -150,7 +150,13 @@ async def optimize_prompts_stage(
         valset,
         gepa_adapter,
         gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
-        gepa_config(cfg, seed, rt.settings.network, run_dir=_folder(run_dir)),
+        gepa_config(
+            cfg,
+            seed,
+            rt.settings.network,
+            run_dir=_folder(run_dir),
+            module_selection=cfg.module_selection,
+        ),
         example_id=lambda ex: ex.id,
         on_event=on_event,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-ModuleSelection = Literal["round_robin", "all"]
+ModuleSelection = Literal["round_robin", "all", "blamed"]
 
 
 class ComponentSelector(Protocol):
@@ -35,9 +35,24 @@ class AllSelector:
         return list(components), cursor
 
 
+@dataclass(frozen=True)
+class BlamedSelector(RoundRobinSelector):
+    """One component per proposal: the one the parent's minibatch feedback blames most
+    (`Adapter.blame`), so a failure of a multi-module program is fixed where it arose; in
+    round-robin order when nothing is blamed (ties: the earliest component)."""
+
+    def blamed(self, components: list[str], blame: dict[str, float]) -> list[str] | None:
+        most = max((blame.get(c, 0.0) for c in components), default=0.0)
+        if most <= 0:
+            return None
+        return [next(c for c in components if blame.get(c, 0.0) == most)]
+
+
 def make_component_selector(name: ModuleSelection) -> ComponentSelector:
     if name == "round_robin":
         return RoundRobinSelector()
+    if name == "blamed":
+        return BlamedSelector()
     if name == "all":
         return AllSelector()
     raise ValueError(f"unknown module_selection {name!r}")

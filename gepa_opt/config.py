@@ -49,7 +49,8 @@ class GEPAConfig:
     and the missing objective."""
 
     module_selection: ModuleSelection = "round_robin"
-    """"round_robin": one component per proposal, cycling per candidate; "all": every one."""
+    """"round_robin": one component per proposal, cycling per candidate; "all": every one;
+    "blamed": the one the parent's feedback blames (`Adapter.blame`), else round robin."""
 
     seed: int = 0
     """Seeds parent selection and minibatch sampling: with a deterministic adapter and

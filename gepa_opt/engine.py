@@ -22,7 +22,7 @@ from typing import Generic
 from gepa_opt.budget import Budget, Reservation
 from gepa_opt.cache import EvaluationCache, Split
 from gepa_opt.checkpoint import GroupInFlight, Position, load_run, replay_journal, save_run
-from gepa_opt.components import make_component_selector
+from gepa_opt.components import BlamedSelector, make_component_selector
 from gepa_opt.config import GEPAConfig
 from gepa_opt.evaluator import Evaluator, Example
 from gepa_opt.events import (
@@ -148,6 +148,11 @@ class GEPAEngine(Generic[DataInst]):
         self._reflections: dict[tuple[int, str], str] = {}  # journaled, for resumed proposals
         self._resumed: list[tuple[Draw, list[tuple[int, list[str]]]]] = []
         self._component_selector = make_component_selector(config.module_selection)
+        if config.module_selection == "blamed" and not hasattr(adapter, "blame"):
+            raise ValueError(
+                "GEPAConfig.module_selection 'blamed' needs an adapter with "
+                "`async blame(candidate, eval_batch) -> {component: blame}`"
+            )
         self._selector = make_candidate_selector(
             config.candidate_selection, config.epsilon, config.parent_pruning
         )
@@ -610,13 +615,21 @@ class GEPAEngine(Generic[DataInst]):
         self._improved += 1
         return trial
 
+    async def _blamed(self, plan: Plan, parent_eval: EvaluationBatch) -> list[str] | None:
+        """The component the parent's feedback blames, where the selector asks for it."""
+        if not isinstance(self._component_selector, BlamedSelector):
+            return None
+        blame = await self._adapter.blame(plan.draw.parent, parent_eval)
+        return self._component_selector.blamed(self._components, blame)
+
     async def _reflect(self, plan: Plan, parent_eval: EvaluationBatch) -> dict[str, str]:
         """New texts for the plan's components: the journal's, when a killed run already
         paid for them, else one reflection LM call each (journaled)."""
         iteration, components = plan.iteration, plan.components
-        keys = [(iteration, c) for c in components]
-        if all(k in self._reflections for k in keys):
-            return {c: self._reflections.pop((iteration, c)) for c in components}
+        journaled = [key for key in self._reflections if key[0] == iteration]
+        if journaled:  # whichever components it reflected on (blame may have chosen)
+            return {c: self._reflections.pop((i, c)) for i, c in journaled}
+        components = await self._blamed(plan, parent_eval) or components
         texts = await propose_texts(
             self._adapter,
             self._reflection_lm,

@@ -48,7 +48,12 @@ class EvaluationBatch:
 
 
 class Adapter(Protocol[DataInst]):
-    """Runs the system under optimization; the only task-specific seam of the engine."""
+    """Runs the system under optimization; the only task-specific seam of the engine.
+
+    An adapter of a program with several modules may also offer
+    `async blame(candidate, eval_batch) -> dict[str, float]`: how much of the batch's
+    failure the feedback puts on each component (`module_selection = "blamed"`).
+    """
 
     async def evaluate(
         self, batch: list[DataInst], candidate: Candidate, capture_traces: bool = False

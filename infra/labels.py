@@ -140,4 +140,6 @@ def _load(cls: type, text: str):
             fields[key] = datetime.fromisoformat(fields[key])
     if "tags" in fields:
         fields["tags"] = tuple(fields["tags"])
+    if "steps" in fields:  # a multi-step trace keeps its steps
+        fields["steps"] = tuple(_load(cls, json.dumps(step)) for step in fields["steps"])
     return cls(**fields)

@@ -162,7 +162,11 @@ class AgentOptSettings(GEPASettings):
     """GEPA on the agent's prompts, with the aligned judge as metric."""
 
     pareto_size: int = 20  # examples in the Pareto (validation) set
-    max_tokens: int = 24  # the agent's reply budget
+    max_tokens: int = 24  # the agent's reply budget (a replayed step's recorded one wins)
+    # Which prompt a proposal rewrites: "blamed" = the one whose step the judge's rationale
+    # names on the failed replies of a multi-step agent (round robin where none is named,
+    # and for one-call agents); "round_robin"; "all" at once.
+    module_selection: Literal["blamed", "round_robin", "all"] = "blamed"
 
 
 class LoraSettings(Section):

@@ -20,6 +20,16 @@ class Example:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One call of a multi-step run, as the reflection reads it."""
+
+    name: str  # the observation's name in the trace
+    component: str | None  # the prompt component it rendered; None: a tool or a fixed call
+    messages: list[dict[str, str]]  # what it was sent (empty for a tool)
+    output: str
+
+
 @dataclass
 class Rollout:
     """A candidate's run on one example: what came out, and how it was judged."""
@@ -30,3 +40,6 @@ class Rollout:
     messages: list[dict[str, str]]  # the exact chat sent to the model, for SFT and reflection
     score: float | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    # every call of a multi-step run in order, the last being `messages` -> `output`;
+    # empty for an agent that makes one call
+    steps: list[Step] = field(default_factory=list)

@@ -43,12 +43,37 @@ async def judge_rollouts(judge: RolloutJudge, rollouts: list[Rollout]) -> list[R
     return scored
 
 
+def steps_text(rollout: Rollout) -> str:
+    """Every step of a multi-step run, named, with what it was asked and what it said:
+    what the reflection and the judge's rationale read to tell which module failed."""
+    lines = []
+    for number, step in enumerate(rollout.steps, start=1):
+        kind = f"prompt {step.component}" if step.component else "recorded output, not re-run"
+        asked = [m["content"] for m in step.messages if m.get("role") == "user"]
+        lines.append(f"Step {number}, {step.name} ({kind})")
+        if asked:
+            lines.append(f"  asked: {asked[-1]}")
+        lines.append(f"  answered: {step.output.strip()}")
+    return "\n".join(lines)
+
+
+def explained_item(rollout: Rollout) -> JudgedItem:
+    """What the judge reads to explain its verdict: with every step of a multi-step run."""
+    item = judged_item(rollout)
+    if not rollout.steps:
+        return item
+    return JudgedItem(
+        item.id, f"{item.input_text}\n\nSteps:\n{steps_text(rollout)}", item.output_text
+    )
+
+
 class AgentJudgeAdapter(Adapter):
     def __init__(self, agent: Agent, lm: LM, judge: RolloutJudge, **run_params: Any):
         self.agent = agent
         self.lm = lm
         self.judge = judge
         self.run_params = run_params
+        self._rationales: dict[tuple[str, str, str], str] = {}  # blame's, reused
 
     async def evaluate(
         self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
@@ -71,16 +96,41 @@ class AgentJudgeAdapter(Adapter):
         components_to_update: list[str],
     ) -> dict[str, list[dict[str, Any]]]:
         rollouts: list[Rollout] = eval_batch.trajectories or []
-        rationales = await each([judged_item(r) for r in rollouts], self.judge.rationale)
-        records = [
-            {
-                "Inputs": render_inputs(r.example.inputs),
-                "Generated Outputs": r.output,
-                "Feedback": (
-                    f"The judge {'passed' if self.judge.passes(r.score) else 'failed'} "
-                    f"this reply (p={r.score:.2f}). {why or NO_REASON}"
-                ),
-            }
-            for r, why in zip(rollouts, rationales, strict=True)
-        ]
+        rationales = await self._rationales_of(rollouts)
+        records = []
+        for r, why in zip(rollouts, rationales, strict=True):
+            record = {"Inputs": render_inputs(r.example.inputs)}
+            if r.steps:
+                record["Steps"] = steps_text(r)
+            verdict = "passed" if self.judge.passes(r.score) else "failed"
+            feedback = f"The judge {verdict} this reply (p={r.score:.2f}). {why or NO_REASON}"
+            records.append(record | {"Generated Outputs": r.output, "Feedback": feedback})
         return {component: records for component in components_to_update}
+
+    async def blame(
+        self, candidate: dict[str, str], eval_batch: EvaluationBatch
+    ) -> dict[str, float]:
+        """Per component, the failed replies whose rationale names its step (by the step's
+        name or the prompt's): the module the judge's feedback blames."""
+        rollouts: list[Rollout] = eval_batch.trajectories or []
+        failed = [r for r in rollouts if r.steps and not self.judge.passes(r.score)]
+        blame: dict[str, float] = {}
+        for rollout, why in zip(failed, await self._rationales_of(failed), strict=True):
+            said = (why or "").lower()
+            for step in rollout.steps:
+                named = step.name.lower() in said or (step.component or "").lower() in said
+                if step.component and named:
+                    blame[step.component] = blame.get(step.component, 0.0) + 1.0
+        return blame
+
+    async def _rationales_of(self, rollouts: list[Rollout]) -> list[str | None]:
+        """The judge's rationale per rollout, each asked once (blame, then reflection)."""
+        if len(self._rationales) > 4096:  # a long run's parents are long gone
+            self._rationales.clear()
+        items = [explained_item(r) for r in rollouts]
+        keys = [(i.id, i.input_text, i.output_text) for i in items]
+        wanted = {k: i for k, i in zip(keys, items, strict=True) if k not in self._rationales}
+        found = await each(list(wanted.values()), self.judge.rationale)
+        # a failed call is not kept: the reflection asks again
+        self._rationales.update((k, why) for k, why in zip(wanted, found, strict=True) if why)
+        return [self._rationales.get(k) for k in keys]

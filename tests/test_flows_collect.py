@@ -3,7 +3,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flows.collect import LabelWindow, collect, load_heldout, summarize, window_start
+from flows.collect import (
+    LabelWindow,
+    collect,
+    load_heldout,
+    one_record_per_trace,
+    summarize,
+    window_start,
+)
 from infra.agents.intent_router import IntentRouter
 from infra.scales import ScoreScale
 from infra.traces import Annotation, TraceBatch, TraceRecord
@@ -62,6 +69,7 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
         "corrections": 0,
         "annotations_pass": 1,
         "skipped_records": 2,
+        "not_replayable": 0,
     }
 
 
@@ -220,7 +228,7 @@ def test_peoples_labels_on_one_trace_are_reconciled_or_the_trace_left_out_by_nam
     assert item.human_value == 4.5  # a numeric scale takes their mean
 
 
-def test_a_second_generation_of_a_trace_does_not_silently_replace_the_first():
+def test_a_trace_of_several_generations_is_read_as_its_last_carrying_every_step():
     first = trace("t", "rain?", "weather")
     later = replace(
         trace("t", "and tomorrow?", "weather"), id="o-t-2", start_time=NOW.replace(hour=3)
@@ -231,8 +239,9 @@ def test_a_second_generation_of_a_trace_does_not_silently_replace_the_first():
         )
         (example,) = collected.examples
         assert example.inputs["request"] == "and tomorrow?"  # the latest: the one judged
-        (skip,) = collected.skipped
-        assert skip.field == "traceId" and "o-t" in skip.reason and "o-t-2" in skip.reason
+        assert collected.skipped == []
+        (record,) = one_record_per_trace(order, [])
+        assert [step.id for step in record.steps] == ["o-t", "o-t-2"]  # in recorded order
 
 
 def test_replies_people_judged_or_corrected_become_scored_replies():

@@ -147,13 +147,14 @@ def test_pages_through_generations_and_annotation_scores():
     assert batch.annotations[2].observation_id == "o3"
 
     first = api.observations.calls[0]
-    assert first["cursor"] is None and first["fields"] == "basic,io,metadata,prompt,trace_context"
+    assert first["cursor"] is None
+    assert first["fields"] == "basic,io,metadata,model,prompt,trace_context"
     conditions = json.loads(first["filter"])
     assert {
-        "type": "string",
+        "type": "stringOptions",
         "column": "type",
-        "operator": "=",
-        "value": "GENERATION",
+        "operator": "any of",
+        "value": ["GENERATION", "TOOL"],
     } in conditions
     assert {
         "type": "datetime",

@@ -4,6 +4,7 @@ import pytest
 from langfuse import Langfuse
 
 from infra.settings import TraceSettings
+from infra.traces.factory import production_prompts
 from infra.traces.prompt_hub import PromptHub
 from tests.fake_langfuse_prompts import FakeLangfusePrompts
 
@@ -61,3 +62,28 @@ def test_a_chat_prompt_keeps_its_other_messages(fake):
         ("system", "Route it well."),
         ("user", "{{request}}"),
     ]
+
+
+def test_a_replayed_agent_reads_and_publishes_the_prompts_its_traces_used(fake):
+    """agent = "replay": each component is the Langfuse prompt of the same name, read
+    through the real SDK (production versions of the names found on traces) and its
+    winners published back as versions of that prompt."""
+    chat = [{"role": "system", "content": "Reply."}, {"role": "user", "content": "{{request}}"}]
+    fake.store.create(
+        {"name": "write-reply", "type": "chat", "prompt": chat, "labels": ["production"]}
+    )
+    fake.store.create(
+        {"name": "classify", "prompt": "Kind of {{request}}?", "labels": ["production"]}
+    )
+    api = hub(fake)._api
+    settings = TraceSettings(source="langfuse")
+    found = production_prompts(settings, {"write-reply", "classify", "never-made"}, api)
+    assert {n: p.text for n, p in found.items()} == {
+        "write-reply": "Reply.",
+        "classify": "Kind of {{request}}?",
+    }
+    replayed = PromptHub(settings, api=api, replayed=True)
+    assert "write-reply" in replayed.names and replayed.names["write-reply"] == "write-reply"
+    made = replayed.publish("write-reply", "Reply kindly.", ["candidate"], "agent v2")
+    assert (made.name, made.version) == ("write-reply", 2)
+    assert fake.store.prompts["write-reply"][1]["prompt"][1]["content"] == "{{request}}"

@@ -34,7 +34,7 @@ from infra.traces.mapping import (
 )
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
-from infra.traces.types import TraceRecord
+from infra.traces.types import GENERATION, TOOL, TraceRecord
 from infra.types import Example
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Field groups of the observations v2 API that TraceRecord reads (core is always sent).
-OBSERVATION_FIELDS = "basic,io,metadata,prompt,trace_context"
+OBSERVATION_FIELDS = "basic,io,metadata,model,prompt,trace_context"
 SCORE_FIELDS = "details,subject"  # comment + metadata, and which trace/observation
 OBSERVATION_PAGE = 100
 SCORE_PAGE = 100  # the scores v3 API's maximum
@@ -231,8 +231,14 @@ class LangfuseTraceSource:
     def _observation_filter(self, since: datetime | None) -> list[dict[str, Any]]:
         # One structured filter: it takes precedence over the query-parameter filters, and
         # only it can select by trace name.
+        # Generations, and tool calls: a later step may read a tool's recorded output.
         conditions: list[dict[str, Any]] = [
-            {"type": "string", "column": "type", "operator": "=", "value": "GENERATION"}
+            {
+                "type": "stringOptions",
+                "column": "type",
+                "operator": "any of",
+                "value": [GENERATION, TOOL],
+            }
         ]
         if since is not None:
             stamp = since.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from infra.traces.errors import RecordError
-from infra.traces.types import Annotation, Correction, TraceRecord
+from infra.traces.types import GENERATION, Annotation, Correction, TraceRecord
 
 if TYPE_CHECKING:
     from infra.traces.feedback import JudgeScore
@@ -44,6 +44,10 @@ def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
         tags=tuple(tags),
         metadata=_optional_dict(obs, "metadata"),
         environment=_optional_str(obs, "environment"),
+        type=_optional_str(obs, "type") or GENERATION,
+        parent_id=_optional_str(obs, "parentObservationId"),
+        model=_optional_str(obs, "model"),
+        model_parameters=_optional_dict(obs, "modelParameters"),
     )
 
 

@@ -11,34 +11,39 @@ The SDK's REST client is the seam, as for traces.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langfuse.api.prompts import CreateChatPromptRequest, CreateTextPromptRequest
 
 from infra.settings import TraceSettings
 from infra.traces.langfuse_source import api_errors, sdk_api
+from infra.traces.managed_prompts import PRODUCTION, ManagedPrompt
 from infra.traces.source import TraceSourceError
 
 if TYPE_CHECKING:
     from langfuse.api import LangfuseAPI
 
-PRODUCTION = "production"
 
+class SameName(dict):
+    """Component -> prompt name for a replayed agent, whose components are the Langfuse
+    prompts themselves: every component is managed, under its own name."""
 
-@dataclass(frozen=True)
-class ManagedPrompt:
-    name: str
-    version: int
-    text: str  # the component: the text prompt, or a chat prompt's system message
-    messages: list[dict[str, Any]] | None = None  # the whole chat, for a chat prompt
-    config: dict[str, Any] = field(default_factory=dict)
-    labels: tuple[str, ...] = ()
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __getitem__(self, key: str) -> str:
+        return key
+
+    def __bool__(self) -> bool:
+        return True
 
 
 class PromptHub:
-    def __init__(self, settings: TraceSettings, api: LangfuseAPI | None = None):
-        self.names = dict(settings.managed_prompts)  # component -> Langfuse prompt name
+    def __init__(
+        self, settings: TraceSettings, api: LangfuseAPI | None = None, replayed: bool = False
+    ):
+        # component -> Langfuse prompt name
+        self.names: dict[str, str] = SameName() if replayed else dict(settings.managed_prompts)
         self._api = api if api is not None else sdk_api()
 
     def production(self) -> dict[str, ManagedPrompt]:
@@ -101,6 +106,9 @@ def _managed(prompt: Any) -> ManagedPrompt:
     )
 
 
-def make_prompt_hub(settings: TraceSettings) -> PromptHub | None:
-    """The hub when the agent's prompts are Langfuse-managed; None otherwise."""
+def make_prompt_hub(settings: TraceSettings, replayed: bool = False) -> PromptHub | None:
+    """The hub when the agent's prompts are Langfuse-managed (`replayed`: the agent is its
+    Langfuse prompts, replayed from the traces); None otherwise."""
+    if replayed and settings.source == "langfuse":
+        return PromptHub(settings, replayed=True)
     return PromptHub(settings) if settings.managed_prompts else None

@@ -21,16 +21,23 @@ KIND_OF: dict[ScoreDataType, Kind] = {
     "CATEGORICAL": "categorical",
     "NUMERIC": "numeric",
 }
+GENERATION, TOOL = "GENERATION", "TOOL"
+# Where an agent records the variables it compiled a managed prompt with: Langfuse keeps
+# the prompt's name and version on a generation, not the values that filled it.
+PROMPT_VARIABLES = "prompt_variables"
 DATA_TYPE_OF: dict[Kind, ScoreDataType] = {kind: data_type for data_type, kind in KIND_OF.items()}
 
 
 @dataclass(frozen=True)
 class TraceRecord:
-    """One LLM call (a Langfuse generation observation) inside a trace.
+    """One observation inside a trace: an LLM call (a Langfuse GENERATION) or a tool call
+    (TOOL), whose recorded output later steps may have read.
 
     `input` and `output` are kept exactly as Langfuse gave them: a chat message list, a
     dict, or a string (the v2 observations API returns JSON as raw strings). Read them
     through `messages`, `user_text` and `output_text`, which accept every form.
+    `steps`: when a trace holds several observations, its last generation carries them
+    all, in recorded order, itself last (`flows.collect` groups them).
     """
 
     id: str
@@ -44,6 +51,20 @@ class TraceRecord:
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
     environment: str | None = None  # Langfuse's environment of the trace ("default" if unset)
+    type: str = GENERATION  # Langfuse's observation type: GENERATION, TOOL, SPAN, ...
+    parent_id: str | None = None  # the observation this one ran inside
+    model: str | None = None  # the model a generation called
+    model_parameters: dict[str, Any] = field(default_factory=dict, hash=False)
+    steps: tuple[TraceRecord, ...] = field(default=(), hash=False, compare=False)
+
+    @property
+    def prompt_variables(self) -> dict[str, str] | None:
+        """The variables the managed prompt was compiled with, where the agent recorded
+        them (`metadata["prompt_variables"]`, see the README); None otherwise."""
+        found = self.metadata.get(PROMPT_VARIABLES)
+        if not isinstance(found, dict):
+            return None
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in found.items()}
 
     @property
     def messages(self) -> list[dict[str, str]]:
