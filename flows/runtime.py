@@ -108,7 +108,7 @@ class Runtime:
                 f"from, and none has a production version (prompts on the traces: {found}): "
                 "link each generation to its prompt (update_current_generation(prompt=...))."
             )
-        agent = ReplayAgent(prompts)
+        agent = ReplayAgent(prompts, recorded_models=self.settings.lm.replay_recorded_models)
         check_agent(agent, repr(REPLAY))
         return agent
 

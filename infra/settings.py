@@ -65,9 +65,21 @@ class LMSettings(Section):
     max_concurrency: int = 16
     timeout_s: float = 60.0
     max_retries: int = 4
+    # agent = "replay": each step asks the server for the model its generation recorded
+    # (a server that serves them all), instead of `model`, the override (openai only)
+    replay_recorded_models: bool = False
     # USD per million tokens, for the night's cost per stage (0: your own server)
     prompt_price_per_million: NonNegativeFloat = 0.0
     completion_price_per_million: NonNegativeFloat = 0.0
+
+    @model_validator(mode="after")
+    def _recorded_models_need_a_server(self) -> LMSettings:
+        if self.replay_recorded_models and self.backend != "openai":
+            raise ValueError(
+                "lm.replay_recorded_models needs backend = 'openai' (a server that serves "
+                "the models the traces recorded); the local engine serves one model"
+            )
+        return self
 
 
 class TraceSettings(Section):

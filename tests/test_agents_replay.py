@@ -8,7 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from pydantic import ValidationError
 
 from examples.request_reply.prompts import CLASSIFY_PROMPT, REPLY_PROMPT
 from flows.collect import collect, one_record_per_trace, summarize
@@ -17,7 +19,8 @@ from gepa_opt import GEPAConfig, optimize
 from infra.agents.contract import check_agent
 from infra.agents.replay import NOT_REPLAYABLE, ReplayAgent
 from infra.labels import LabelStore
-from infra.settings import Settings
+from infra.lm.openai_lm import OpenAILM
+from infra.settings import LMSettings, Settings
 from infra.traces.errors import RecordError
 from infra.traces.managed_prompts import (
     infer_variables,
@@ -27,6 +30,7 @@ from infra.traces.managed_prompts import (
 from infra.traces.mapping import trace_from_observation
 from infra.traces.source import TraceBatch, TraceSourceError
 from judges.agent_metric import AgentJudgeAdapter
+from tests.fake_openai import chat_completion
 from tests.fakes import ScriptedLM
 
 T0 = datetime(2026, 11, 30, 9, tzinfo=UTC)
@@ -327,3 +331,27 @@ def test_agent_replay_without_the_prompts_says_where_they_go(tmp_path):
     settings = Settings(state_dir=tmp_path, agent="replay", traces={"jsonl_dir": str(export)})
     with pytest.raises(TraceSourceError, match="No prompts.jsonl in .*Langfuse's prompt API"):
         Runtime(settings).agent  # noqa: B018
+
+
+def test_each_step_can_ask_the_server_for_the_model_its_generation_recorded():
+    observations = two_step_trace("t1", "play jazz")
+    observations[1]["model"] = "classifier-7b"
+    (trace,) = records(observations)
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(json.loads(request.content)["model"])
+        return httpx.Response(200, json=chat_completion("music", None))
+
+    config = LMSettings(backend="openai", model="override", replay_recorded_models=True)
+    lm = OpenAILM(config, transport=httpx.MockTransport(handler))
+    for recorded, wanted in (
+        (True, ["classifier-7b", "smollm2-135m-instruct"]),
+        (False, ["override"] * 2),
+    ):
+        asked.clear()
+        agent = ReplayAgent(PROMPTS, recorded_models=recorded)
+        asyncio.run(agent.run(agent.example_from_trace(trace), agent.seed_prompts(), lm))
+        assert asked == wanted
+    with pytest.raises(ValidationError, match="replay_recorded_models needs backend = 'openai'"):
+        LMSettings(replay_recorded_models=True)  # the local engine serves one model

@@ -3,13 +3,14 @@
 Each trace is re-run step by step in its recorded order. A generation made from a managed
 prompt is rendered again from the candidate's text with the variables recorded on it
 (`metadata["prompt_variables"]`, or read back from the recorded chat) and sent to the
-night's model; a variable whose recorded value was an earlier step's output gets that
-step's new output instead (declared in `metadata["prompt_variable_sources"]` as variable ->
-step name, or inferred: the value is that output verbatim, and no input an earlier step
-took too). Tool calls are never re-run: their recorded outputs are reused. A tool whose
-arguments held a replayed step's output would see other arguments, so what reads that
-tool's output cannot be replayed: the trace is left out, named, and counted. Only the
-steps the last reply depends on are run.
+night's model (with `lm.replay_recorded_models`, to the model it recorded). A variable
+whose recorded value was an earlier step's output gets that step's new output instead
+(declared in `metadata["prompt_variable_sources"]` as variable -> step name, or inferred:
+the value is that output verbatim, and no input an earlier step took too). Tool calls are
+never re-run: their recorded outputs are reused. A tool whose arguments held a replayed
+step's output would see other arguments, so what reads that tool's output cannot be
+replayed: the trace is left out, named, and counted. Only the steps the last reply
+depends on are run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class RecordedStep:
     variables: dict[str, str] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)  # variable -> upstream step
     max_tokens: int | None = None
+    model: str | None = None  # the model the generation called
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,10 @@ class ReplayAgent:
     name = REPLAY
     runs_offline = True  # tools are never called: their recorded outputs are reused
 
-    def __init__(self, prompts: dict[str, ManagedPrompt]):
+    def __init__(self, prompts: dict[str, ManagedPrompt], recorded_models: bool = False):
         self.prompts = dict(prompts)
+        # each call asks for the model its generation recorded, not the LM's own
+        self.recorded_models = recorded_models
 
     def seed_prompts(self) -> dict[str, str]:
         return {name: prompt.text for name, prompt in self.prompts.items()}
@@ -111,6 +115,8 @@ class ReplayAgent:
             call = dict(params)
             if step.max_tokens is not None:
                 call["max_tokens"] = step.max_tokens
+            if self.recorded_models and step.model:
+                call["model"] = step.model
             completion = await lm.complete(messages, **call)
             outputs[index] = completion.text.strip()
             usage["prompt_tokens"] += completion.usage.prompt_tokens
@@ -151,9 +157,12 @@ class ReplayAgent:
             return RecordedStep(name, record.type, output, sent, sources=_found_in(sent, earlier))
         prompt = self.prompts.get(record.prompt_name or "")
         max_tokens = _int(record.model_parameters.get("max_tokens"))
+        model = record.model
         if prompt is None:
             sources = _found_in(sent, earlier)
-            return RecordedStep(name, GENERATION, output, sent, None, {}, sources, max_tokens)
+            return RecordedStep(
+                name, GENERATION, output, sent, None, {}, sources, max_tokens, model
+            )
         variables = record.prompt_variables
         if variables is None:
             variables = infer_variables(prompt, sent)
@@ -165,7 +174,7 @@ class ReplayAgent:
             )
         sources = _sources(record.metadata.get(SOURCES), variables, earlier, trace_id, name)
         return RecordedStep(
-            name, GENERATION, output, sent, prompt.name, variables, sources, max_tokens
+            name, GENERATION, output, sent, prompt.name, variables, sources, max_tokens, model
         )
 
 

@@ -165,6 +165,7 @@ class OpenAILM:
         top_logprobs: int = 0,
         adapter: str | None = None,
         seed: int | None = None,
+        model: str | None = None,
     ) -> Completion:
         extra: dict[str, Any] = {}
         if stop:
@@ -176,7 +177,7 @@ class OpenAILM:
             if top_logprobs:
                 extra["top_logprobs"] = top_logprobs
         response = await self._create(
-            model=adapter or self.model,
+            model=adapter or model or self.model,
             messages=messages,
             max_tokens=max_tokens,
             temperature=temperature,

@@ -36,7 +36,8 @@ class LM(Protocol):
 
     `complete` params: max_tokens (int), temperature (float, 0 = greedy), stop
     (list[str]), logprobs (bool), adapter (str | None: a LoRA adapter name the backend
-    knows, None for the base model), seed (int).
+    knows, None for the base model), seed (int); an OpenAI-compatible backend also takes
+    model (str | None: another model its server serves, None for the configured one).
     """
 
     async def complete(self, messages: list[Message], **params) -> Completion: ...
