@@ -28,7 +28,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     """Move production to `version` (default: the candidate) if it passes the gate."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces, settings.agent == REPLAY)
+    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
     move = promotion.promote(
         Registry(settings), model, version, settings.promotion, by, settings.seed, hub=hub
     )
@@ -40,5 +40,5 @@ async def rollback_flow(by: str) -> promotion.Move:
     """Move production back to the version before it."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces, settings.agent == REPLAY)
+    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
     return await recorded(promotion.rollback(Registry(settings), model, by, hub), model)

@@ -127,8 +127,13 @@ class Runtime:
     @property
     def prompt_hub(self) -> PromptHub | None:
         """Where the agent reads its managed prompts in production; None: nowhere."""
-        replayed = self.settings.agent == REPLAY
-        return self._get("prompt_hub", lambda: make_prompt_hub(self.settings.traces, replayed))
+        return self._get("prompt_hub", self._prompt_hub)
+
+    def _prompt_hub(self) -> PromptHub | None:
+        if self.settings.agent != REPLAY:
+            return make_prompt_hub(self.settings.traces)
+        # the replayed agent's components are Langfuse prompts: production is read there
+        return make_prompt_hub(self.settings.traces, list(self.agent.seed_prompts()))
 
     @property
     def labels(self) -> LabelStore:

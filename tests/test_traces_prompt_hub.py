@@ -82,8 +82,9 @@ def test_a_replayed_agent_reads_and_publishes_the_prompts_its_traces_used(fake):
         "write-reply": "Reply.",
         "classify": "Kind of {{request}}?",
     }
-    replayed = PromptHub(settings, api=api, replayed=True)
-    assert "write-reply" in replayed.names and replayed.names["write-reply"] == "write-reply"
+    replayed = PromptHub(settings, api=api, replayed=["write-reply"])
+    assert "write-reply" in replayed.names and replayed.names["classify"] == "classify"
+    assert list(replayed.production()) == ["write-reply"]  # the night starts from these
     made = replayed.publish("write-reply", "Reply kindly.", ["candidate"], "agent v2")
     assert (made.name, made.version) == ("write-reply", 2)
     assert fake.store.prompts["write-reply"][1]["prompt"][1]["content"] == "{{request}}"

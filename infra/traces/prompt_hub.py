@@ -11,6 +11,7 @@ The SDK's REST client is the seam, as for traces.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from langfuse.api.prompts import CreateChatPromptRequest, CreateTextPromptRequest
@@ -26,7 +27,11 @@ if TYPE_CHECKING:
 
 class SameName(dict):
     """Component -> prompt name for a replayed agent, whose components are the Langfuse
-    prompts themselves: every component is managed, under its own name."""
+    prompts themselves: every component is managed, under its own name; those `known`
+    (the agent's, where the caller has it) are the ones `production` reads."""
+
+    def __init__(self, known: Collection[str] = ()):
+        super().__init__({name: name for name in known})
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str)
@@ -40,10 +45,14 @@ class SameName(dict):
 
 class PromptHub:
     def __init__(
-        self, settings: TraceSettings, api: LangfuseAPI | None = None, replayed: bool = False
+        self,
+        settings: TraceSettings,
+        api: LangfuseAPI | None = None,
+        replayed: Collection[str] | None = None,
     ):
-        # component -> Langfuse prompt name
-        self.names: dict[str, str] = SameName() if replayed else dict(settings.managed_prompts)
+        # component -> Langfuse prompt name; `replayed`: the replayed agent's components
+        managed = dict(settings.managed_prompts)
+        self.names: dict[str, str] = managed if replayed is None else SameName(replayed)
         self._api = api if api is not None else sdk_api()
 
     def production(self) -> dict[str, ManagedPrompt]:
@@ -106,9 +115,11 @@ def _managed(prompt: Any) -> ManagedPrompt:
     )
 
 
-def make_prompt_hub(settings: TraceSettings, replayed: bool = False) -> PromptHub | None:
+def make_prompt_hub(
+    settings: TraceSettings, replayed: Collection[str] | None = None
+) -> PromptHub | None:
     """The hub when the agent's prompts are Langfuse-managed (`replayed`: the agent is its
-    Langfuse prompts, replayed from the traces); None otherwise."""
-    if replayed and settings.source == "langfuse":
-        return PromptHub(settings, replayed=True)
+    Langfuse prompts, replayed from the traces, these ones where known); None otherwise."""
+    if replayed is not None and settings.source == "langfuse":
+        return PromptHub(settings, replayed=replayed)
     return PromptHub(settings) if settings.managed_prompts else None
