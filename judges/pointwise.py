@@ -23,6 +23,7 @@ SEED_JUDGE_PROMPTS = {
     ),
 }
 CHOICES = ("Yes", "No")
+PASS_QUESTION = "Does the reply pass? Answer Yes or No."  # read as P(Yes) vs P(No)
 
 
 def judge_messages(rubric: str, item: JudgedItem, question: str) -> list[dict[str, str]]:
@@ -49,11 +50,13 @@ class PointwiseJudge:
         prompts: dict[str, str],
         threshold: float = 0.5,
         rationale_max_tokens: int = 48,
+        adapter: str | None = None,
     ):
         self.lm = lm
         self.prompts = prompts
         self.threshold = threshold
         self.rationale_max_tokens = rationale_max_tokens
+        self.adapter = adapter  # the judge's own LoRA adapter, served beside the agent's
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
         self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
@@ -62,7 +65,7 @@ class PointwiseJudge:
 
     async def p_pass(self, item: JudgedItem) -> float:
         logps = await self.lm.choice_logprobs(
-            self.messages(item, "Does the reply pass? Answer Yes or No."), list(CHOICES)
+            self.messages(item, PASS_QUESTION), list(CHOICES), adapter=self.adapter
         )
         yes, no = (math.exp(lp) for lp in logps)
         if yes + no <= 0:  # neither answer has any weight: no verdict to read
@@ -87,5 +90,6 @@ class PointwiseJudge:
             self.messages(item, "In one sentence: is the reply right, and why?"),
             max_tokens=self.rationale_max_tokens,
             temperature=0.0,
+            adapter=self.adapter,
         )
         return completion.text.strip()
