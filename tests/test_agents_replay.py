@@ -355,3 +355,23 @@ def test_each_step_can_ask_the_server_for_the_model_its_generation_recorded():
         assert asked == wanted
     with pytest.raises(ValidationError, match="replay_recorded_models needs backend = 'openai'"):
         LMSettings(replay_recorded_models=True)  # the local engine serves one model
+
+
+def test_a_last_call_no_candidate_can_change_keeps_its_recorded_chat_and_reply():
+    first, classify, _ = two_step_trace("t4", "will it rain")
+    fixed = [{"role": "user", "content": "Say goodbye."}]
+    observations = [
+        first,
+        classify,
+        observation("t4", 2, "goodbye", input=fixed, output="Bye!"),  # no managed prompt
+    ]
+    (trace,) = records(observations)
+    agent = ReplayAgent(PROMPTS)
+    with pytest.raises(RecordError, match="no step of it was made from a managed prompt"):
+        agent.example_from_trace(trace)  # nothing here for the optimizer to change
+    observations[2]["input"] = [{"role": "user", "content": "Say goodbye about weather"}]
+    (trace,) = records(observations)  # now it reads step 1's output, verbatim
+    lm = ScriptedLM(model)
+    rollout = asyncio.run(agent.run(agent.example_from_trace(trace), agent.seed_prompts(), lm))
+    assert rollout.messages == observations[2]["input"] and rollout.output == "Bye!"
+    assert len(lm.calls) == 1  # classify re-ran and said the same: goodbye is not re-sent

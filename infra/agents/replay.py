@@ -110,7 +110,8 @@ class ReplayAgent:
             messages = self._messages(step, prompts, outputs, plan)
             if messages is None:  # a tool, or a fixed call nothing upstream changed
                 outputs[index] = step.output
-                ran.append(Step(step.name, None, [], step.output))
+                sent = step.sent if step.kind == GENERATION else []  # a reply's chat, for SFT
+                ran.append(Step(step.name, None, sent, step.output))
                 continue
             call = dict(params)
             if step.max_tokens is not None:
