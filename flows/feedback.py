@@ -56,10 +56,19 @@ class Feedback:
         return out
 
 
+def labels_wanted(settings: JudgeSettings, trusted: bool) -> int:
+    """Label requests tonight: more when the judge is not trusted, since labels are what
+    it lacks (`judge.untrusted_label_requests`)."""
+    if trusted:
+        return settings.active_learning_per_night
+    return max(settings.active_learning_per_night, settings.untrusted_label_requests)
+
+
 async def send_feedback(
     settings: JudgeSettings,
     judge_label: str,
     traces: int,
+    wanted: int,
     judge_traces: Callable[[], Awaitable[NightVerdicts]],
     request_labels: Callable[[NightVerdicts], Awaitable[int]],
     write_scores: Callable[[NightVerdicts], Awaitable[int]],
@@ -74,7 +83,7 @@ async def send_feedback(
         return out
     out.unlabelled = verdicts.unlabelled
     out.disagreements = verdicts.disagreements
-    if settings.active_learning_per_night == 0:
+    if wanted == 0:
         out.label_note = "judge.active_learning_per_night is 0"
     elif out.unlabelled == 0:
         out.label_note = "every trace of the night already has a human label"

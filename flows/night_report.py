@@ -64,6 +64,7 @@ class NightReport:
     calls: dict[str, StageCalls] = field(default_factory=dict)  # model calls per stage
     # the traces the night fetched: "since" (ISO time, or "all") and "fetched_at"
     trace_window: dict[str, str] = field(default_factory=dict)
+    agent_optimized: bool = True  # False: the judge was untrusted, the schedule did not run
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:
@@ -132,12 +133,14 @@ def alignment_metrics(aligned: Alignment) -> dict[str, float]:
         f"judge_val_{primary}_seed": aligned.seed_val_score,
         "judge_kept_seed": float(aligned.kept_seed),
         "judge_unparseable_verdicts": float(aligned.unparseable),
+        "judge_refused_proposals": float(aligned.refused),
     }
 
 
 def prompt_metrics(prompt: PromptStage, prefix: str) -> dict[str, float]:
     return {
         f"{prefix}_judge_unparseable_verdicts": float(prompt.judge_unparseable),
+        f"{prefix}_refused_proposals": float(prompt.refused),
         f"{prefix}_metric_calls": prompt.metric_calls,
         f"{prefix}_reflection_calls": prompt.reflection_calls,
         f"{prefix}_candidates": prompt.candidates,

@@ -252,8 +252,9 @@ async def judge_night_traces(
 
 
 @stage("request-labels")
-async def request_labels(rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge) -> int:
-    n = rt.settings.judge.active_learning_per_night
+async def request_labels(
+    rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge, n: int
+) -> int:
     pending = rt.traces.pending_label_requests()
     asked = label_requests(verdicts, judge, n, pending)
     sent = rt.traces.request_labels(asked)
@@ -309,7 +310,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     in_production = NightState(production.prompts, production.adapter)
     evals = {"seed": await held_out("seed", in_production)}
     schedule = Schedule(rt, run_id, clock, collected, judge, selection, in_production)
-    steps = await schedule.run()
+    # GEPA and the LoRA round against an untrusted judge would optimize noise
+    optimize_agent = gate.trusted or rt.settings.judge.untrusted_night == "optimize"
+    steps = await schedule.run() if optimize_agent else []
     best = schedule.best
     unchanged = best == in_production
     evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
@@ -332,6 +335,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         seed_prompts=production.prompts,
         calls=night_calls(rt.call_tallies()),
         trace_window=trace_window(collected.window),
+        agent_optimized=optimize_agent,
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
@@ -339,14 +343,16 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
+    wanted = feedback.labels_wanted(rt.settings.judge, gate.trusted)
     sent = await clock.time(
         "feedback",
         feedback.send_feedback(
             rt.settings.judge,
             judge.label,
             len(collected.examples),
+            wanted,
             lambda: judge_night_traces(rt, run_id, collected, judge),
-            lambda verdicts: _retrying(rt, request_labels)(rt, run_id, verdicts, judge),
+            lambda verdicts: _retrying(rt, request_labels)(rt, run_id, verdicts, judge, wanted),
             lambda verdicts: _retrying(rt, write_judge_scores)(rt, run_id, verdicts, gate),
         ),
     )

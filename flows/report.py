@@ -22,6 +22,13 @@ def _unreadable(count: int) -> str:
     return f", {count} unreadable judge verdicts (scored 0)" if count else ""
 
 
+def _refused(count: int) -> str:
+    """Said only when it happened: proposals no metric call was spent on."""
+    if not count:
+        return ""
+    return f", {count} proposals refused (they restated the meta-prompt or addressed the judge)"
+
+
 def _conflicting(count: int) -> str:
     """Said only when it happened: traces whose people disagree, which nobody learns from."""
     if not count:
@@ -40,7 +47,8 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
             _fmt(seed.get(a.primary)),
             _fmt(aligned.get(a.primary)),
             f"{a.metric_calls} metric calls, {a.sizes['heldout']} held-out labels"
-            + _unreadable(a.unparseable),
+            + _unreadable(a.unparseable)
+            + _refused(a.refused),
         ),
         (
             "judge accuracy (held-out)",
@@ -56,7 +64,8 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
                 _fmt(stage.seed_val),
                 _fmt(stage.best_val),
                 f"{stage.metric_calls} metric calls, {stage.candidates} candidates"
-                + _unreadable(stage.judge_unparseable),
+                + _unreadable(stage.judge_unparseable)
+                + _refused(stage.refused),
             )
         )
     for step in report.steps:
@@ -104,11 +113,20 @@ def judge_lines(report: NightReport) -> list[str]:
 def notes(report: NightReport) -> list[str]:
     out = []
     a, used = report.alignment, report.gate.judge
-    if not report.judge_trusted:
+    if not report.judge_trusted and report.agent_optimized:
         out.append(
             f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
-            f"< {report.gate.decision.floor}. The agent was optimized against it anyway, and "
-            "this version is registered with flywheel.judge_trusted=false: do not promote it."
+            f"< {report.gate.decision.floor}. The agent was optimized against it anyway "
+            '(judge.untrusted_night = "optimize"), and this version is registered with '
+            "flywheel.judge_trusted=false: do not promote it."
+        )
+    elif not report.judge_trusted:
+        out.append(
+            f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
+            f"< {report.gate.decision.floor}, so the agent was not optimized tonight (GEPA and "
+            "the LoRA round would have optimized noise): the night spent its time on the judge "
+            "and asked people for more labels. It runs the agent's steps again once a judge "
+            'reaches the floor (judge.untrusted_night = "optimize" runs them regardless).'
         )
     if report.evals["seed"].n == 0:
         out.append(

@@ -16,7 +16,7 @@ from statistics import fmean
 from typing import Any
 
 from flows.runtime import Runtime
-from gepa_opt import GEPAConfig, optimize
+from gepa_opt import GEPAConfig, RejectReason, optimize
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
 from infra.settings import AgentOptSettings, GEPASettings, LoraSettings, NetworkSettings
@@ -43,6 +43,8 @@ class PromptStage:
     candidates: int
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
     judge_unparseable: int = 0  # the metric judge's verdicts the search could not read
+    # proposals refused unevaluated: a restated meta-prompt, a prompt addressing the judge
+    refused: int = 0
     # the Pareto front: each candidate with the number of val examples it is best on
     front: list[tuple[dict[str, str], int]] = field(default_factory=list)
 
@@ -168,6 +170,7 @@ async def optimize_prompts_stage(
         reflection_calls=result.reflection_calls,
         candidates=len(result.candidates),
         judge_unparseable=metric.unparseable,
+        refused=result.rejections.get(RejectReason.REFUSED, 0),
         front=[(dict(result.candidates[k]), wins) for k, wins in result.front().items()],
     )
 

@@ -59,6 +59,11 @@ class GEPAConfig:
     skip_perfect_score: bool = True
     """Skip reflecting on a parent already perfect on the whole minibatch: no signal there."""
 
+    refuse_meta_restatements: bool = True
+    """Refuse a proposed text that is mostly the reflection meta-prompt's own words rather
+    than a rewrite of the component (`gepa_opt.refusal`): small reflection models write
+    those, and a noisy metric can let one win."""
+
     perfect_score: float = 1.0
     """Per-example score that counts as perfect for `skip_perfect_score`."""
 

@@ -54,6 +54,7 @@ from gepa_opt.pareto import (
 )
 from gepa_opt.persistence import RunStore
 from gepa_opt.proposer import propose_texts
+from gepa_opt.refusal import restates_meta_prompt
 from gepa_opt.result import GEPAResult
 from gepa_opt.runtime_model import CallLatency, auto_shape
 from gepa_opt.sampling import EpochSampler
@@ -589,9 +590,10 @@ class GEPAEngine(Generic[DataInst]):
             plan.reflections.charge(plan.reflections.left)  # it was sent: the limit holds
             trial.reason = RejectReason.FAILED_CALLS
             return trial
-        changed = {c: text for c, text in texts.items() if text}
+        proposed = {c: text for c, text in texts.items() if text}
+        changed = {c: t for c, t in proposed.items() if not self._refused(c, t, parent[c])}
         if not changed:
-            trial.reason = RejectReason.EMPTY_PROPOSAL
+            trial.reason = RejectReason.REFUSED if proposed else RejectReason.EMPTY_PROPOSAL
             return trial
         trial.child, trial.changed = {**parent, **changed}, tuple(changed)
         if self.state.contains(trial.child):
@@ -614,6 +616,14 @@ class GEPAEngine(Generic[DataInst]):
             return trial
         self._improved += 1
         return trial
+
+    def _refused(self, component: str, text: str, current: str) -> bool:
+        """Whether a proposed text is no candidate (`gepa_opt.refusal`)."""
+        template = self._config.template_for(component)
+        if self._config.refuse_meta_restatements and restates_meta_prompt(text, template, current):
+            return True
+        refuses = getattr(self._adapter, "refuses", None)
+        return refuses is not None and refuses(component, text, current) is not None
 
     async def _blamed(self, plan: Plan, parent_eval: EvaluationBatch) -> list[str] | None:
         """The component the parent's feedback blames, where the selector asks for it."""

@@ -19,6 +19,10 @@ class RejectReason(StrEnum):
     """Parent already perfect on the minibatch (`skip_perfect_score`): nothing to learn."""
     EMPTY_PROPOSAL = "empty_proposal"
     """The reflection LM proposed no text for any component."""
+    REFUSED = "refused"
+    """Every proposed text was refused (`gepa_opt.refusal`): it restates the reflection
+    meta-prompt (`GEPAConfig.refuse_meta_restatements`), or the adapter refused it
+    (`Adapter.refuses`). No metric call is spent on it."""
     DUPLICATE = "duplicate"
     """The child's texts equal a candidate already in the pool."""
     NOT_IMPROVED = "not_improved"

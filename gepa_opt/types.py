@@ -53,6 +53,9 @@ class Adapter(Protocol[DataInst]):
     An adapter of a program with several modules may also offer
     `async blame(candidate, eval_batch) -> dict[str, float]`: how much of the batch's
     failure the feedback puts on each component (`module_selection = "blamed"`).
+    Any adapter may offer `refuses(component, text, current) -> str | None`: why a
+    proposed text (rewriting `current`) must not become a candidate (None: it may),
+    checked before any metric call is spent.
     """
 
     async def evaluate(

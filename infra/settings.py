@@ -164,6 +164,13 @@ class JudgeSettings(GEPASettings):
     # least sure (pass/fail: probability nearest its threshold; other scales: the
     # smallest gap between its two likeliest answers); 0 = none.
     active_learning_per_night: NonNegativeInt = 5
+    # A night whose judge is not trusted (no judge reaches min_agreement on enough
+    # held-out labels): "labels" runs no agent step, since GEPA and the LoRA round would
+    # optimize noise; it aligns, measures and registers the judge, and asks people for
+    # untrusted_label_requests labels instead of active_learning_per_night. "optimize"
+    # runs the agent's schedule anyway, its version marked untrusted (never promoted).
+    untrusted_night: Literal["labels", "optimize"] = "labels"
+    untrusted_label_requests: NonNegativeInt = 20
     # Write the judge's verdict on each of the night's traces back as a score.
     write_scores: bool = True
     # A one-sentence rationale as each score's comment: one generation per trace.

@@ -15,6 +15,7 @@ from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.agents import Agent
 from infra.lm import LM
 from infra.types import Example, Rollout
+from judges.addressing import addresses_judge
 from judges.calls import NO_REASON, answered, each, for_gepa
 from judges.types import JudgedItem, render_inputs
 
@@ -74,6 +75,7 @@ class AgentJudgeAdapter(Adapter):
         self.judge = judge
         self.run_params = run_params
         self._rationales: dict[tuple[str, str, str], str] = {}  # blame's, reused
+        self.refused = 0  # proposed prompts that addressed the judge
 
     async def evaluate(
         self, batch: list[Example], candidate: dict[str, str], capture_traces: bool = False
@@ -106,6 +108,14 @@ class AgentJudgeAdapter(Adapter):
             feedback = f"The judge {verdict} this reply (p={r.score:.2f}). {why or NO_REASON}"
             records.append(record | {"Generated Outputs": r.output, "Feedback": feedback})
         return {component: records for component in components_to_update}
+
+    def refuses(self, component: str, text: str, current: str) -> str | None:
+        """A candidate prompt that addresses the judge is no candidate (`judges.addressing`)."""
+        phrase = addresses_judge(text, current)
+        if phrase is None:
+            return None
+        self.refused += 1
+        return f"the {component} prompt addresses the judge ({phrase!r})"
 
     async def blame(
         self, candidate: dict[str, str], eval_batch: EvaluationBatch

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gepa_opt import Adapter, GEPAConfig, optimize
+from gepa_opt import Adapter, GEPAConfig, RejectReason, optimize
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.judge import Judge
@@ -71,6 +71,7 @@ class Alignment:
     metric_calls: int
     sizes: dict[str, int]  # labels per split: train, val, heldout
     unparseable: int = 0  # verdicts the search scored 0, unreadable
+    refused: int = 0  # proposals refused unevaluated: they restated the meta-prompt
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
 
     @property
@@ -128,4 +129,5 @@ async def align(
         metric_calls=result.metric_calls_used,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
         unparseable=adapter.unparseable,
+        refused=result.rejections.get(RejectReason.REFUSED, 0),
     )

@@ -9,6 +9,7 @@ it was not used), and only a passing one moves alias judge-production.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from infra.lm import LM
@@ -75,13 +76,46 @@ async def choose_judge(
     decision = gate_judge(
         tonight.heldout_score, floor, previous, tonight.primary, len(heldout), min_labels
     )
+    fallback = _untrusted_fallback(decision, alignment, previous)
+    if fallback is not None:
+        name, best = fallback
+        note += (
+            f"; no judge reaches the floor, so the night runs on {name}, the best of tonight's "
+            f"aligned judge, the seed rubric and the judge in use on tonight's held-out labels "
+            f"({tonight.primary} {best.heldout_score:.2f}), marked untrusted"
+        )
     if note:
         decision = replace(decision, reason=decision.reason + note)
     tags = judge_tags(run_id, alignment, window, decision)
     registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed)
     new = replace(tonight, versions=registered)
     chosen = previous if decision.keeps_in_use and previous is not None else new
+    if fallback is not None and fallback[1] is not tonight:
+        chosen = fallback[1]
     return JudgeGate(decision, registered, chosen, previous, tags)
+
+
+def _untrusted_fallback(
+    decision: GateDecision, alignment: Alignment, previous: Judge | None
+) -> tuple[str, Judge] | None:
+    """When no judge reaches the floor on enough held-out labels, the best of tonight's,
+    the seed rubric and the one in use on those labels (ties: in that order), named for
+    the report; None when the night has a judge it can trust (or too few labels to tell).
+    Alignment can prefer a rubric that games its search metric (a restated meta-prompt
+    did once) over a seed that agrees better on held-out labels."""
+    if decision.passed or not decision.enough_labels:
+        return None
+    if previous is not None and previous.heldout_score >= decision.floor:
+        return None
+    options = [("tonight's aligned judge", alignment.judge), ("the seed rubric", alignment.seed)]
+    if previous is not None:
+        options.append((previous.label, previous))
+    return max(options, key=lambda option: _comparable(option[1].heldout_score))
+
+
+def _comparable(score: float) -> float:
+    """An undefined statistic (NaN) ranks below any number."""
+    return -math.inf if math.isnan(score) else score
 
 
 def same_scale(a: ScoreScale, b: ScoreScale) -> bool:

@@ -58,11 +58,8 @@ def gate_judge(
         return GateDecision(False, reason, new_score, floor, in_use, labels, min_labels)
     # `not >=` rather than `<`, so that a NaN statistic fails instead of slipping through.
     if not new_score >= floor:
-        if in_use is None:
-            reason = (
-                f"{new} < floor {floor:.2f} and no judge is in use; the night runs on it, "
-                "marked untrusted"
-            )
+        if in_use is None:  # what the night runs on then is `judges.choose`'s to say
+            reason = f"{new} < floor {floor:.2f} and no judge is in use"
         else:
             reason = f"{new} < floor {floor:.2f}; kept {in_use.label} ({metric} {used:.2f})"
         return GateDecision(False, reason, new_score, floor, in_use, labels, min_labels)

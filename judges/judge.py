@@ -40,7 +40,7 @@ class Judge:
     @property
     def label(self) -> str:
         """How reports and score metadata name it, e.g. "agent-judge-rubric v3"."""
-        return version_label(self.versions)
+        return version_label(self.versions) or "an unregistered judge (the seed rubric)"
 
     @property
     def cut(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from infra.lm import LM, ModelCallFailed
 from judges.calls import each
+from judges.judged_text import DATA_NOTE, as_data
 from judges.types import JudgedItem
 
 SEED_JUDGE_PROMPTS = {
@@ -27,13 +28,12 @@ PASS_QUESTION = "Does the reply pass? Answer Yes or No."  # read as P(Yes) vs P(
 
 
 def judge_messages(rubric: str, item: JudgedItem, question: str) -> list[dict[str, str]]:
-    """The chat every pointwise judge sends: its rubric, the exchange, the question."""
+    """The chat every pointwise judge sends: its rubric, the exchange as declared data
+    (`judges.judged_text`), the question."""
+    exchange = f"{as_data('request', item.input_text)}\n\n{as_data('reply', item.output_text)}"
     return [
-        {"role": "system", "content": rubric},
-        {
-            "role": "user",
-            "content": f"Request:\n{item.input_text}\n\nReply:\n{item.output_text}\n\n{question}",
-        },
+        {"role": "system", "content": f"{rubric}\n\n{DATA_NOTE}"},
+        {"role": "user", "content": f"{exchange}\n\n{question}"},
     ]
 
 

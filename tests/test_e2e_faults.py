@@ -33,7 +33,8 @@ def night_settings(tmp_path: Path, name: str, export: Path, base_url: str) -> Se
         state_dir=tmp_path / name,
         lm={"backend": "openai", "base_url": base_url, "timeout_s": 0.5, "max_retries": 3},
         traces={"jsonl_dir": str(export)},
-        judge={"max_metric_calls": 20, **gepa},
+        # the fake server's judge is not trusted: the agent's steps run all the same
+        judge={"max_metric_calls": 20, "untrusted_night": "optimize", **gepa},
         agent_opt={"max_metric_calls": 12, "pareto_size": 4, **gepa},
         lora={"enabled": False},
     )

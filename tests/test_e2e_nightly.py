@@ -14,6 +14,7 @@ from prefect.testing.utilities import prefect_test_harness
 from flows.nightly import nightly
 from flows.promotion import PRODUCTION, PROMPTS_TAG, log_evidence
 from flows.promotion_gate import Evidence
+from flows.report import render_markdown
 from flows.runtime import Runtime
 from infra.agents.intent_router import SEED_PROMPTS
 from infra.lm.model_files import resolve_model_path
@@ -108,7 +109,12 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     settings = Settings(
         state_dir=tmp_path / "state",
         traces={"jsonl_dir": str(export)},
-        judge={"max_metric_calls": 40, "reflection_minibatch_size": 3},
+        # the 135M judge is not trusted: the agent's steps run all the same
+        judge={
+            "max_metric_calls": 40,
+            "reflection_minibatch_size": 3,
+            "untrusted_night": "optimize",
+        },
         agent_opt={
             "max_metric_calls": 30,
             "pareto_size": 6,
@@ -202,7 +208,8 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     outbox = settings.state_dir / "outbox"
     asked = (outbox / "label_requests.jsonl").read_text().splitlines()
     scored = (outbox / "scores.jsonl").read_text().splitlines()
-    assert report.feedback.labels_requested == len(asked) == 5  # 26 traces are unlabelled
+    # 26 traces are unlabelled; an untrusted judge asks for judge.untrusted_label_requests
+    assert report.feedback.labels_requested == len(asked) == (5 if report.judge_trusted else 20)
     assert report.feedback.scores_written == len(scored) == report.collected["traces"]
     human = [json.loads(line) for line in (export / "scores.jsonl").read_text().splitlines()]
     labelled = {score["traceId"] for score in human if "timestamp" in score}  # not the bad one
@@ -222,7 +229,11 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
     settings = Settings(
         state_dir=tmp_path / "state",
         traces={"jsonl_dir": str(export)},
-        judge={"max_metric_calls": 20, "reflection_minibatch_size": 3},
+        judge={
+            "max_metric_calls": 20,
+            "reflection_minibatch_size": 3,
+            "untrusted_night": "optimize",
+        },
         agent_opt={"max_metric_calls": 12, "pareto_size": 4, "reflection_minibatch_size": 3},
         lora={"max_train_examples": 4, "samples_per_example": 1, "batch_size": 4},
     )
@@ -259,3 +270,26 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
     assert "over v1" in report.promotion.reason
     # the candidate carries an adapter either way: tonight's if kept, else production's
     assert report.adapter_path is not None and report.registered.with_adapter
+
+
+def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizing(tmp_path):
+    """No judge can reach the floor (1.01): GEPA and the LoRA round would optimize noise, so
+    neither runs; the night aligns and registers the judge, asks for more labels, and its
+    report says why."""
+    export = small_export(tmp_path / "export")
+    settings = Settings(
+        state_dir=tmp_path / "state",
+        traces={"jsonl_dir": str(export)},
+        judge={"max_metric_calls": 12, "reflection_minibatch_size": 3, "min_agreement": 1.01},
+    )
+    rt = Runtime(settings)
+    with prefect_test_harness():
+        report = asyncio.run(nightly(run_id="untrusted", knobs=settings.knobs(), runtime=rt))
+
+    assert not report.judge_trusted and not report.agent_optimized
+    assert report.steps == [] and report.prompts == SEED_PROMPTS  # production, untouched
+    assert report.alignment.metric_calls > 0 and report.gate.registered
+    assert not any(stage.startswith(("step", "select")) for stage in report.calls)
+    assert report.feedback.labels_requested == 20  # judge.untrusted_label_requests
+    assert not report.promotion.passed
+    assert "so the agent was not optimized tonight" in render_markdown(report)

@@ -3,7 +3,7 @@
 import logging
 from datetime import UTC, datetime
 
-from flows.feedback import send_feedback
+from flows.feedback import labels_wanted, send_feedback
 from infra.settings import JudgeSettings
 from infra.traces import TraceSourceError
 from judges.feedback import NightVerdicts
@@ -28,7 +28,7 @@ async def test_both_sent_and_reported():
     async def count(v):
         return 2
 
-    out = await send_feedback(JudgeSettings(), JUDGE, 5, ok, count, count)
+    out = await send_feedback(JudgeSettings(), JUDGE, 5, 5, ok, count, count)
     assert (out.unlabelled, out.labels_requested, out.scores_written) == (3, 2, 2)
     assert out.lines() == [
         "Labels requested: 2 of 3 unlabelled traces, where agent-judge-rubric v3 was least sure.",
@@ -45,7 +45,7 @@ async def test_a_failing_step_is_logged_and_reported_and_the_other_still_runs(ca
         return 5
 
     with caplog.at_level(logging.ERROR, logger="flows.feedback"):
-        out = await send_feedback(JudgeSettings(), JUDGE, 5, ok, refuse, write)
+        out = await send_feedback(JudgeSettings(), JUDGE, 5, 5, ok, refuse, write)
     assert out.labels_requested is None and out.scores_written == 5
     assert out.lines()[0] == (
         "Labels requested: none; label requests failed (TraceSourceError: Langfuse did not "
@@ -62,7 +62,7 @@ async def test_judging_failure_skips_both_and_says_why():
     async def never(v):
         raise AssertionError("must not be called")
 
-    out = await send_feedback(JudgeSettings(), JUDGE, 5, broken, never, never)
+    out = await send_feedback(JudgeSettings(), JUDGE, 5, 5, broken, never, never)
     assert all("judging the night's traces failed" in line for line in out.lines())
 
 
@@ -74,7 +74,7 @@ async def test_nothing_unlabelled_or_switched_off_is_said():
         raise AssertionError("must not be called")
 
     settings = JudgeSettings(write_scores=False)
-    out = await send_feedback(settings, JUDGE, 1, all_labelled, never, never)
+    out = await send_feedback(settings, JUDGE, 1, 5, all_labelled, never, never)
     assert out.lines() == [
         "Labels requested: none; every trace of the night already has a human label.",
         "Scores written: none; judge.write_scores is off.",
@@ -84,9 +84,16 @@ async def test_nothing_unlabelled_or_switched_off_is_said():
         return 5
 
     off = await send_feedback(
-        JudgeSettings(active_learning_per_night=0), JUDGE, 5, ok, never, write
+        JudgeSettings(active_learning_per_night=0), JUDGE, 5, 0, ok, never, write
     )
     assert off.lines() == [
         "Labels requested: none; judge.active_learning_per_night is 0.",
         "Scores written: 5 of 5 traces, by agent-judge-rubric v3.",
     ]
+
+
+def test_an_untrusted_judge_asks_for_more_labels():
+    settings = JudgeSettings(active_learning_per_night=5, untrusted_label_requests=20)
+    assert labels_wanted(settings, trusted=True) == 5
+    assert labels_wanted(settings, trusted=False) == 20
+    assert labels_wanted(JudgeSettings(active_learning_per_night=30), trusted=False) == 30

@@ -14,6 +14,7 @@ from infra.traces import Annotation, TraceBatch, TraceRecord
 from infra.types import Example
 from judges.align import fit_for
 from judges.judge import Judge
+from judges.judged_text import DATA_NOTE
 from judges.pass_fail_fit import PassFailFit
 from judges.pointwise import PointwiseJudge
 from judges.scaled_fit import ScaledFit
@@ -179,7 +180,9 @@ async def test_a_prompt_stage_killed_midway_resumes_from_its_gepa_state(rt, tmp_
     seed = rt.agent.seed_prompts()
 
     def agent_calls() -> int:
-        return sum(m[0]["role"] == "system" and m[0]["content"] != "r" for m in rt.lm.calls)
+        return sum(
+            m[0]["role"] == "system" and DATA_NOTE not in m[0]["content"] for m in rt.lm.calls
+        )
 
     def stop_midway(event) -> None:  # counted at the model: the budget counts a call
         if agent_calls() >= 20:  # when it is queued, before a slot runs it

@@ -29,7 +29,7 @@ def p_yes(messages):
     rubric, user = messages[0]["content"], messages[1]["content"]
     if "must name the intent" not in rubric:
         return 0.3  # the seed rubric carries no signal
-    return 0.8 if "Reply:\nright" in user else 0.2
+    return 0.8 if "<reply>\nright" in user else 0.2
 
 
 async def test_alignment_finds_a_rubric_that_agrees_with_humans():
@@ -78,7 +78,7 @@ async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
 
     def p_yes_gamed(messages):
         rubric, user = messages[0]["content"], messages[1]["content"]
-        passes = "Reply:\nright" in user
+        passes = "<reply>\nright" in user
         if "be very sure" in rubric:  # confident on most items, no signal on the rest
             special = int(user.split("request ")[1].split("\n")[0]) % 4 != 0
             return (0.99 if passes else 0.01) if special else 0.5

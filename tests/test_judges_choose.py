@@ -1,6 +1,7 @@
 """The night's judge gate over three nights, on a real sqlite MLflow and a scripted judge."""
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -46,7 +47,7 @@ class JudgeModel(ScriptedLM):
 
     def _p(self, messages):
         rubric, question = messages[0]["content"], messages[1]["content"]
-        self.judged.append(question.split("Reply:\n")[1].split("\n")[0])
+        self.judged.append(question.split("<reply>\n")[1].split("\n")[0])
         if "sharp" not in rubric:
             return 0.5
         return 0.9 if "[good]" in question else 0.1
@@ -56,7 +57,7 @@ class JudgeModel(ScriptedLM):
         if choices == ["Yes", "No"]:
             return await super().choice_logprobs(messages, choices, adapter)
         rubric, question = messages[0]["content"], messages[1]["content"]
-        self.judged.append(question.split("Reply:\n")[1].split("\n")[0])
+        self.judged.append(question.split("<reply>\n")[1].split("\n")[0])
         stars = question.split("[stars ")[1][0] if "sharp" in rubric else "3"
         return [0.0 if choice == stars else math.log(1e-6) for choice in choices]
 
@@ -172,6 +173,25 @@ async def test_first_judge_below_the_floor_runs_untrusted_without_the_alias(rt):
     assert not gate.decision.passed and gate.previous is None
     assert not gate.kept_previous and not gate.trusted and gate.judge.versions == {name: 1}
     assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
+
+
+async def test_with_no_judge_above_the_floor_the_night_runs_on_the_best_on_heldout(rt):
+    """Alignment chose a rubric that agrees less with people on held-out labels than the
+    seed (a restated meta-prompt did, in a real night): the seed steers the night."""
+    gamed = aligned("gamed", "What is the task?", -0.02, 0.5)
+    gamed.seed = replace(gamed.seed, heldout={"kappa": 0.108})
+    gate = await gate_judge_stage(rt, "n1", gamed, collected())
+    name = rt.registry.prompt_name("judge-gamed")
+    assert gate.judge.prompts == {"gamed": "seed"} and not gate.trusted
+    assert gate.registered == {name: 1}  # tonight's is registered, as the record of why not
+    assert gate.decision.reason.endswith(
+        "so the night runs on the seed rubric, the best of tonight's aligned judge, the seed "
+        "rubric and the judge in use on tonight's held-out labels (kappa 0.11), marked untrusted"
+    )
+    assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
+    # tonight's judge, when it is the better one, is what the night runs on
+    better = await gate_judge_stage(rt, "n2", aligned("gamed", "closer", 0.15, 0.5), collected())
+    assert better.judge.prompts == {"gamed": "closer"} and better.judge.versions == {name: 2}
 
 
 async def test_a_judge_measured_on_too_few_labels_is_neither_promoted_nor_trusted(rt):

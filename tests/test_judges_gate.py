@@ -36,10 +36,10 @@ def test_worse_than_the_judge_in_use_keeps_it_even_above_the_floor():
     assert "0.25 < judge v3's 0.31" in decision.reason and "kept judge v3" in decision.reason
 
 
-def test_no_judge_in_use_and_below_the_floor_runs_untrusted():
+def test_no_judge_in_use_and_below_the_floor_fails():
     decision = gate_judge(0.05, 0.20, None)
     assert not decision.passed and not decision.keeps_in_use
-    assert "no judge is in use" in decision.reason and "untrusted" in decision.reason
+    assert decision.reason == "new judge kappa 0.05 < floor 0.20 and no judge is in use"
 
 
 def test_an_undefined_kappa_never_passes():

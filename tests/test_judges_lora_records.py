@@ -30,10 +30,10 @@ def test_pointwise_records_are_the_judge_s_prompt_and_verdict_balanced_by_label(
     records = pointwise_records("Be strict.", items(passing=3, failing=7), seed=1)
     assert Counter(verdict(r) for r in records) == {"Yes": 7, "No": 7}  # 3 passes repeated
     first = records[0]["prompt"]
-    assert first[0] == {"role": "system", "content": "Be strict."}
+    assert first[0]["role"] == "system" and first[0]["content"].startswith("Be strict.")
     assert first[1]["content"].endswith(PASS_QUESTION)  # the question the judge is read on
     passing_replies = Counter(
-        r["prompt"][1]["content"].split("Reply:\n")[1].split("\n")[0]
+        r["prompt"][1]["content"].split("<reply>\n")[1].split("\n")[0]
         for r in records
         if verdict(r) == "Yes"
     )
@@ -80,7 +80,7 @@ def test_a_judge_adapter_trained_a_few_steps_changes_its_verdicts_and_reloads_th
         for n in range(16)
     ]
     lm = make_lm(LMSettings())
-    cfg = LoraSettings(max_steps=16, batch_size=4, learning_rate=1e-3, checkpoints=1)
+    cfg = LoraSettings(max_steps=24, batch_size=4, learning_rate=1e-3, checkpoints=1)
     trained = train_sft_adapter(
         pointwise_records("Judge it.", train), lm.base_model_path, tmp_path / "judge", cfg
     )

@@ -35,7 +35,7 @@ class FakeLM:
     def read(self, messages):
         rubric, user = messages[0]["content"], messages[1]["content"]
         index = int(re.search(r"request (\d+)", user).group(1))
-        reply = user.split("Reply:\n")[1].split("\n")[0]
+        reply = user.split("<reply>\n")[1].split("\n")[0]
         self.seen.append(f"t{index}")
         return rubric, index, reply
 
