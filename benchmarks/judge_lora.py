@@ -130,13 +130,11 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         seconds = time.perf_counter() - started
         print(f"trained on {result.examples} records, {result.steps} steps, {seconds:.0f} s")
         best: tuple[float, str] | None = None
-        for number, path in enumerate([*checkpoints(result.path), result.path]):
-            name = f"judge-{number}"
-            await lm.load_adapter(name, path)
-            kappa = await val_kappa(lm, name, train, val)
+        for path in [*checkpoints(result.path), result.path]:
+            kappa = await val_kappa(lm, str(path), train, val)  # served on first use
             print(f"  {path.name}: validation kappa {kappa:.3f}")
             if best is None or kappa > best[0]:
-                best = (kappa, name)
+                best = (kappa, str(path))
         assert best is not None
         arms.append(await measure(lm, "LoRA judge", best[1], train, heldout, args.seed, seconds))
     return arms

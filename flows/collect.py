@@ -34,6 +34,8 @@ class Collected:
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
     corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply
+    # trace id -> when its label was last made or edited: which labels a judge never saw
+    labelled_at: dict[str, datetime] = field(default_factory=dict)
 
     def human_replies(self) -> dict[str, list[tuple[str, float]]]:
         """Per trace of the night, the replies people judged, scored in [0, 1]: its reply
@@ -145,6 +147,7 @@ def collect(
         scale,
         labels_conflicting=conflicting,
         corrections=corrections,
+        labelled_at={ann.trace_id: ann.timestamp for ann, _, _, _ in agreed},
     )
 
 

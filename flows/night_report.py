@@ -14,6 +14,8 @@ from flows.stages import Evaluation, PromptStage
 from infra.lm import StageCalls
 from judges.align import Alignment
 from judges.choose import JudgeGate
+from judges.judge_lora import JudgeLora
+from judges.watch import Watch
 from weights.round import LoraRound
 
 
@@ -65,6 +67,7 @@ class NightReport:
     # the traces the night fetched: "since" (ISO time, or "all") and "fetched_at"
     trace_window: dict[str, str] = field(default_factory=dict)
     agent_optimized: bool = True  # False: the judge was untrusted, the schedule did not run
+    judge_lora: JudgeLora | None = None  # the judge's LoRA step, after prompt alignment
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:
@@ -82,6 +85,10 @@ class NightReport:
     def metrics(self) -> dict[str, float]:
         """Flat numbers for MLflow: before/after of every stage."""
         out = trace_metrics(self.collected) | alignment_metrics(self.alignment)
+        if self.judge_lora is not None:
+            out |= judge_lora_metrics(self.judge_lora)
+        if self.gate.watch is not None:
+            out |= watch_metrics(self.gate.watch)
         out |= seconds_metrics(self.stage_intervals)
         for step in self.steps:
             out |= step_metrics(step)
@@ -135,6 +142,25 @@ def alignment_metrics(aligned: Alignment) -> dict[str, float]:
         "judge_unparseable_verdicts": float(aligned.unparseable),
         "judge_refused_proposals": float(aligned.refused),
     }
+
+
+def watch_metrics(watch: Watch) -> dict[str, float]:
+    """The judge in use on the labels made since its version (`judges.watch`)."""
+    return {
+        f"judge_watch_{watch.primary}": watch.score,
+        f"judge_watch_{watch.primary}_registered": watch.made_with,
+        "judge_watch_labels": float(watch.labels),
+        "judge_watch_dropped": float(watch.dropped),
+    }
+
+
+def judge_lora_metrics(step: JudgeLora) -> dict[str, float]:
+    out = {"judge_lora_records": float(step.records), "judge_lora_kept": float(bool(step.kept))}
+    if step.records:
+        out |= {"judge_lora_seconds": step.seconds, "judge_lora_val_rubric": step.rubric_val}
+    if step.best_val is not None:
+        out["judge_lora_val_best"] = step.best_val
+    return out
 
 
 def prompt_metrics(prompt: PromptStage, prefix: str) -> dict[str, float]:

@@ -53,11 +53,21 @@ from infra.agents.contract import require_offline
 from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
 from judges.align import Alignment
-from judges.choose import JudgeGate, choose_judge
+from judges.choose import JudgeGate, choose_judge, same_scale
 from judges.disagreements import disagreements
-from judges.feedback import NightVerdicts, judge_scores, judge_traces, label_requests
+from judges.feedback import (
+    NightVerdicts,
+    judge_scores,
+    judge_traces,
+    label_requests,
+    second_opinions,
+)
 from judges.judge import Judge
+from judges.judge_lora import JudgeLora
+from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.scaled_metric import check_ranked
+from judges.versions import production_judge
+from judges.watch import Watch, watch_judge
 from weights.round import ServedAdapter
 
 log = logging.getLogger(__name__)
@@ -141,6 +151,27 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     return collected
 
 
+@stage("watch-judge")
+async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> Watch | None:
+    """The judge in use on the labels made since its version, before they teach tonight's
+    (None: no judge in use yet, or one on another scale)."""
+    cfg = rt.settings.judge
+    folder = rt.run_dir(run_id) / "judge-production"
+    in_use = production_judge(rt.registry, list(SEED_JUDGE_PROMPTS), folder)
+    if in_use is None or not same_scale(in_use.scale, collected.scale):
+        return None
+    with StageProgress("judge watch", None):
+        return await watch_judge(
+            rt.lm,
+            in_use,
+            collected.items,
+            collected.labelled_at,
+            rt.settings.seed,
+            cfg.max_agreement_drop,
+            cfg.min_watch_labels,
+        )
+
+
 @stage("align-judge")
 async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignment:
     return await optimizing(
@@ -152,13 +183,23 @@ async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignme
     )
 
 
+@stage("train-judge-adapter")
+async def train_judge_adapter(
+    rt: Runtime, run_id: str, alignment: Alignment, collected: Collected
+) -> tuple[Alignment, JudgeLora]:
+    with StageProgress("judge LoRA step", None):
+        return await stages.judge_lora_stage(
+            rt, alignment, collected.items, rt.run_dir(run_id) / "judge-lora"
+        )
+
+
 @stage("gate-judge")
 async def gate_judge(
-    rt: Runtime, run_id: str, alignment: Alignment, collected: Collected
+    rt: Runtime, run_id: str, alignment: Alignment, collected: Collected, watch: Watch | None
 ) -> JudgeGate:
     _, _, heldout = stages.judge_items_split(rt, collected.items)
     with StageProgress("judge gate and version", None):
-        return await choose_judge(
+        gate = await choose_judge(
             rt.lm,
             rt.registry,
             run_id,
@@ -168,7 +209,9 @@ async def gate_judge(
             rt.settings.judge.min_agreement,
             rt.settings.seed,
             rt.settings.judge.min_heldout_labels,
+            rt.run_dir(run_id) / "judge-production",
         )
+    return replace(gate, watch=watch)
 
 
 @stage("register-versions")
@@ -221,6 +264,7 @@ def night_evidence(
         slices=candidate.slices,
         by_labels=candidate.by_labels and production.by_labels,
         judge_trusted=gate.trusted,
+        judge_drifted=gate.drifted,
         production_version=baseline,
     )
 
@@ -253,10 +297,15 @@ async def judge_night_traces(
 
 @stage("request-labels")
 async def request_labels(
-    rt: Runtime, run_id: str, verdicts: NightVerdicts, judge: Judge, n: int
+    rt: Runtime, run_id: str, verdicts: NightVerdicts, gate: JudgeGate, n: int
 ) -> int:
+    """The n traces people should label next: where a drifted judge disagreed with recent
+    labels first (a second label each), then where the judge is least sure."""
     pending = rt.traces.pending_label_requests()
-    asked = label_requests(verdicts, judge, n, pending)
+    second = second_opinions(gate.watch, pending, n) if gate.drifted and gate.watch else []
+    asked = second + label_requests(
+        verdicts, gate.judge, n - len(second), pending | {r.trace_id for r in second}
+    )
     sent = rt.traces.request_labels(asked)
     rt.labels.mark_requested([r.trace_id for r in asked], verdicts.judged_at)
     return sent
@@ -295,8 +344,11 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         expire(rt.settings.state_dir, results, days)
     production = await _retrying(rt, read_production)(rt, run_id)
     collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
+    watch = await clock.time("judge_watch", watch_judge_in_use(rt, run_id, collected))
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
-    gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected))
+    work = train_judge_adapter(rt, run_id, aligned, collected)
+    aligned, judge_lora = await clock.time("judge_lora", work)
+    gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected, watch))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
     heldout = rt.heldout_examples(collected.heldout)
     cfg = rt.settings.fast_slow
@@ -322,6 +374,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         run_id=run_id,
         collected=summarize(collected),
         alignment=aligned,
+        judge_lora=judge_lora,
         gate=gate,
         steps=steps,
         prompts=best.prompts,
@@ -352,7 +405,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
             len(collected.examples),
             wanted,
             lambda: judge_night_traces(rt, run_id, collected, judge),
-            lambda verdicts: _retrying(rt, request_labels)(rt, run_id, verdicts, judge, wanted),
+            lambda verdicts: _retrying(rt, request_labels)(rt, run_id, verdicts, gate, wanted),
             lambda verdicts: _retrying(rt, write_judge_scores)(rt, run_id, verdicts, gate),
         ),
     )

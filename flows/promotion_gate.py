@@ -27,6 +27,7 @@ class Evidence:
     slices: dict[str, str] = field(default_factory=dict)  # example id -> slice
     by_labels: bool = False  # scored against true labels, not by the judge
     judge_trusted: bool = False  # the judge that scored it passed its own gate
+    judge_drifted: bool = False  # the judge in use fell from people's recent labels (watch)
     production_version: int | None = None  # None: the agent's seed prompts, no version yet
 
 
@@ -77,6 +78,8 @@ def decide(evidence: Evidence, cfg: PromotionSettings, seed: int = 0) -> Promoti
         failed.append(f"slices fell beyond promotion.max_slice_drop {cfg.max_slice_drop}: {worst}")
     if not (evidence.by_labels or evidence.judge_trusted):
         failed.append("it was scored by a judge that did not pass its gate, and no true labels")
+    if evidence.judge_drifted:  # its steps were chosen on a judge people no longer agree with
+        failed.append("the judge in use drifted from people's recent labels (judge watch)")
     if failed:
         return PromotionDecision(
             False, f"{measured}; refused: {'; '.join(failed)}", gain, low, high, drops

@@ -101,6 +101,8 @@ def judge_lines(report: NightReport) -> list[str]:
         f"{counts.get('annotations_new', 0)} of them new tonight; "
         f"{counts.get('annotations_answered', 0)} answer the judge's label requests."
         + _conflicting(counts.get("annotations_conflicting", 0)),
+        *([g.watch.line()] if g.watch else []),
+        *judge_lora_lines(report),
         f"Judge gate {verdict}: {g.decision.reason}.",
         f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
         f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {used.cut}).",
@@ -108,6 +110,23 @@ def judge_lines(report: NightReport) -> list[str]:
     if report.feedback:
         out += report.feedback.lines()
     return out
+
+
+def judge_lora_lines(report: NightReport) -> list[str]:
+    """The judge's LoRA step: what it trained on, what each checkpoint agreed, kept or not."""
+    step = report.judge_lora
+    if step is None:
+        return []
+    if not step.records:
+        return [f"Judge LoRA step: not run; {step.note}."]
+    read = ", ".join(f"{name} {kappa:.3f}" for name, kappa in step.checkpoints.items())
+    kappa = report.alignment.judge.heldout_score
+    outcome = f"kept: the judge is rubric plus adapter (held-out κ {kappa:.3f})"
+    return [
+        f"Judge LoRA step: {step.records} records, {step.seconds:.0f} s of training; "
+        f"validation κ per checkpoint {read} against the rubric alone's {step.rubric_val:.3f}; "
+        f"{outcome if step.kept else step.note}."
+    ]
 
 
 def notes(report: NightReport) -> list[str]:

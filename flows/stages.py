@@ -17,6 +17,7 @@ from typing import Any
 
 from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, RejectReason, optimize
+from infra.lm.heap import release_free_heap
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
 from infra.settings import AgentOptSettings, GEPASettings, LoraSettings, NetworkSettings
@@ -25,10 +26,12 @@ from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts
 from judges.align import Alignment, align
 from judges.calls import answered, each, gepa_reflection
 from judges.judge import Judge
+from judges.judge_lora import JudgeLora, judge_lora_step
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.splits import judge_splits
 from judges.types import JudgedItem
-from weights.round import LoraRound, ServedAdapter, lora_round
+from weights.lora import checkpoints
+from weights.round import LoraRound, ServedAdapter, lora_round, train_once
 
 OnEvent = Callable[[Any], None] | None
 
@@ -111,6 +114,32 @@ async def align_judge_stage(
         ),
         gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
         on_event,
+    )
+
+
+async def judge_lora_stage(
+    rt: Runtime, alignment: Alignment, items: list[JudgedItem], run_dir: Path
+) -> tuple[Alignment, JudgeLora]:
+    """The judge's LoRA step on the training labels (`judges.judge_lora`), trained into
+    `run_dir` (a resumed night reuses an adapter that finished training there)."""
+    cfg, seed = rt.settings.judge.lora, rt.settings.seed
+    if not cfg.enabled:
+        return alignment, JudgeLora(0, alignment.judge_val_score, note="judge.lora.enabled is off")
+    if not hasattr(rt.lm, "load_adapter"):  # not isinstance: that would resolve the model
+        note = f"{type(rt.lm).__name__} does not serve LoRA adapters"
+        return alignment, JudgeLora(0, alignment.judge_val_score, note=note)
+    train, val, heldout = judge_items_split(rt, items)
+
+    async def train_adapter(records: list) -> list[Path]:
+        await release_free_heap()  # what alignment freed, before training stacks on it
+        folder, _ = await train_once(
+            "sft", rt.lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed
+        )
+        await release_free_heap()
+        return [*checkpoints(folder), folder]
+
+    return await judge_lora_step(
+        rt.lm, alignment, train, val, heldout, train_adapter, seed, cfg.injections
     )
 
 

@@ -48,9 +48,16 @@ class ScaleFit(Protocol):
         """(threshold fitted on train, the primary statistic on val at it)."""
 
     async def agreement(
-        self, lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+        self,
+        lm: LM,
+        prompts: dict[str, str],
+        threshold: float,
+        items: list[JudgedItem],
+        seed: int,
+        adapter: str | None = None,
     ) -> dict[str, float]:
-        """`agreement_report` of the judge on `items`."""
+        """`agreement_report` of the judge on `items`, read with its LoRA `adapter` (a
+        folder; pass/fail judges only)."""
 
 
 def fit_for(scale: ScoreScale) -> ScaleFit:
@@ -77,6 +84,11 @@ class Alignment:
     @property
     def primary(self) -> str:
         return self.judge.primary
+
+    @property
+    def judge_val_score(self) -> float:
+        """The chosen rubric's primary statistic on the validation labels."""
+        return self.seed_val_score if self.kept_seed else self.val_score
 
 
 def beats(score: float, other: float) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from infra.lm import LM
 from infra.registry.mlflow_registry import Registry
@@ -19,7 +20,15 @@ from judges.align import Alignment, fit_for
 from judges.gate import GateDecision, gate_judge
 from judges.judge import Judge, version_label
 from judges.types import JudgedItem, LabelWindow
-from judges.versions import JUDGE_PRODUCTION, judge_tags, production_judge, register_judge
+from judges.versions import (
+    ADAPTER_TAG,
+    JUDGE_PRODUCTION,
+    judge_tags,
+    log_judge_adapter,
+    production_judge,
+    register_judge,
+)
+from judges.watch import Watch
 
 
 @dataclass
@@ -29,6 +38,7 @@ class JudgeGate:
     judge: Judge  # what the rest of the night runs on
     previous: Judge | None  # the judge at judge-production before tonight, if any
     tags: dict[str, str] = field(default_factory=dict)  # as registered with tonight's judge
+    watch: Watch | None = None  # the judge in use on the labels made since its version
 
     @property
     def registered_label(self) -> str:
@@ -40,10 +50,18 @@ class JudgeGate:
         return self.previous is not None and self.judge == self.previous
 
     @property
+    def drifted(self) -> bool:
+        """The night runs on the judge in use, and it agreed with people's recent labels
+        less than it did when it was registered, by more than the setting allows."""
+        return self.kept_previous and self.watch is not None and self.watch.dropped
+
+    @property
     def trusted(self) -> bool:
         """Whether the judge the night runs on agrees with the humans enough to steer the
-        agent: its held-out primary statistic reaches the gate's floor, on enough labels."""
-        return self.decision.enough_labels and self.judge.heldout_score >= self.decision.floor
+        agent: its held-out primary statistic reaches the gate's floor, on enough labels,
+        and it has not drifted from their recent labels."""
+        agrees = self.judge.heldout_score >= self.decision.floor
+        return self.decision.enough_labels and agrees and not self.drifted
 
 
 async def choose_judge(
@@ -56,12 +74,14 @@ async def choose_judge(
     floor: float,
     seed: int,
     min_labels: int = 0,
+    adapter_dir: Path | None = None,
 ) -> JudgeGate:
-    """Gate tonight's judge against the one in use on `heldout` (the items it was measured
-    on), register it, and return the judge the night runs on."""
+    """Gate tonight's judge (rubric, and adapter if it has one) against the one in use
+    on `heldout` (the items it was measured on), register it, and return the judge the
+    night runs on; the one in use reads its adapter from under `adapter_dir`."""
     tonight = alignment.judge
     previous, note = None, ""
-    stored = production_judge(registry, list(tonight.prompts))
+    stored = production_judge(registry, list(tonight.prompts), adapter_dir)
     if stored is not None and not same_scale(stored.scale, tonight.scale):
         note = (
             f"; {stored.label} at {JUDGE_PRODUCTION} answers on a {stored.scale.describe()} "
@@ -70,7 +90,7 @@ async def choose_judge(
         stored = None
     if stored is not None:
         report = await fit_for(stored.scale).agreement(
-            lm, stored.prompts, stored.threshold, heldout, seed
+            lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter
         )
         previous = replace(stored, heldout=report)
     decision = gate_judge(
@@ -79,14 +99,19 @@ async def choose_judge(
     fallback = _untrusted_fallback(decision, alignment, previous)
     if fallback is not None:
         name, best = fallback
+        among = "tonight's aligned judge, the seed rubric" + (
+            " and the judge in use" if previous is not None else ""
+        )
         note += (
-            f"; no judge reaches the floor, so the night runs on {name}, the best of tonight's "
-            f"aligned judge, the seed rubric and the judge in use on tonight's held-out labels "
-            f"({tonight.primary} {best.heldout_score:.2f}), marked untrusted"
+            f"; no judge reaches the floor, so the night runs on {name}, the best of {among} "
+            f"on tonight's held-out labels ({tonight.primary} {best.heldout_score:.2f}), "
+            "marked untrusted"
         )
     if note:
         decision = replace(decision, reason=decision.reason + note)
     tags = judge_tags(run_id, alignment, window, decision)
+    if tonight.adapter is not None:
+        tags[ADAPTER_TAG] = log_judge_adapter(registry, run_id, tonight.adapter)
     registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed)
     new = replace(tonight, versions=registered)
     chosen = previous if decision.keeps_in_use and previous is not None else new

@@ -17,6 +17,7 @@ from judges.parsing import Unparseable
 from judges.scaled_fit import show
 from judges.scaled_metric import ScaledMetric
 from judges.types import JudgedItem
+from judges.watch import Watch
 
 
 @dataclass
@@ -69,6 +70,20 @@ async def judge_traces(
     return NightVerdicts(
         scores, set(labelled), datetime.now(UTC), rationales, values, margins, failed
     )
+
+
+def second_opinions(watch: Watch, pending: set[str], n: int) -> list[LabelRequest]:
+    """Up to n traces where the drifted judge in use and a recent label disagree, for a
+    second person's label: either the judge is wrong there or the label is."""
+    return [
+        LabelRequest(
+            trace_id=trace_id,
+            reason=f"second label: {watch.judge} and a recent label disagree here",
+            margin=0.0,
+            judge_version=watch.judge,
+        )
+        for trace_id in [t for t in watch.disagreed if t not in pending][:n]
+    ]
 
 
 def label_requests(

@@ -9,6 +9,7 @@ scores for an `LM`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from infra.lm import LM
 from infra.scales import ScoreScale
@@ -27,6 +28,12 @@ class Judge:
     threshold: float = PASS_CUT
     versions: dict[str, int] = field(default_factory=dict)  # registered prompt -> version
     heldout: dict[str, float] = field(default_factory=dict)  # agreement on held-out labels
+    # The folder of its LoRA adapter (`judges.judge_lora`; pass/fail only): the version
+    # is rubric plus adapter. Served on demand beside the agent's (`judges.adapter`).
+    adapter: str | None = None
+    # When the labels it learned from were fetched (a registered version's): labels made
+    # after it are new to it, and watching its agreement on them shows drift.
+    made_at: datetime | None = None
 
     @property
     def primary(self) -> str:
@@ -54,7 +61,9 @@ class Judge:
         else its verdict placed on the scale's order), a pass at `threshold`, and a
         one-sentence rationale on demand."""
         if self.scale.kind == "boolean":
-            return PointwiseJudge(lm, self.prompts, self.threshold, rationale_max_tokens)
+            return PointwiseJudge(
+                lm, self.prompts, self.threshold, rationale_max_tokens, adapter=self.adapter
+            )
         return ScaledMetric(ScaledJudge(lm, self.prompts, self.scale), rationale_max_tokens)
 
 

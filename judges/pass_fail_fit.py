@@ -78,11 +78,15 @@ def _labels(items: list[JudgedItem]) -> list[bool]:
 
 
 async def fit_and_validate(
-    lm: LM, prompts: dict[str, str], train: list[JudgedItem], val: list[JudgedItem]
+    lm: LM,
+    prompts: dict[str, str],
+    train: list[JudgedItem],
+    val: list[JudgedItem],
+    adapter: str | None = None,
 ) -> tuple[float, float]:
     """(threshold calibrated on train, kappa on val at that threshold), over the items
-    whose judging call succeeded."""
-    probs = await PointwiseJudge(lm, prompts).p_pass_many(train + val)
+    whose judging call succeeded; with the judge's LoRA `adapter` (its folder)."""
+    probs = await PointwiseJudge(lm, prompts, adapter=adapter).p_pass_many(train + val)
     train, train_probs = answered(train, probs[: len(train)])
     val, val_probs = answered(val, probs[len(train) :])
     threshold = calibrate_threshold(train_probs, _labels(train))
@@ -90,10 +94,16 @@ async def fit_and_validate(
 
 
 async def heldout_agreement(
-    lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+    lm: LM,
+    prompts: dict[str, str],
+    threshold: float,
+    items: list[JudgedItem],
+    seed: int,
+    adapter: str | None = None,
 ) -> dict[str, float]:
     """Agreement over the items whose judging call succeeded; "failed" counts the rest."""
-    judged, probs = answered(items, await PointwiseJudge(lm, prompts).p_pass_many(items))
+    judge = PointwiseJudge(lm, prompts, adapter=adapter)
+    judged, probs = answered(items, await judge.p_pass_many(items))
     report = agreement_report([p >= threshold for p in probs], _labels(judged), seed)
     return report | {"failed": float(len(items) - len(judged))}
 
@@ -121,6 +131,12 @@ class PassFailFit:
         return await fit_and_validate(lm, prompts, train, val)
 
     async def agreement(
-        self, lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+        self,
+        lm: LM,
+        prompts: dict[str, str],
+        threshold: float,
+        items: list[JudgedItem],
+        seed: int,
+        adapter: str | None = None,
     ) -> dict[str, float]:
-        return await heldout_agreement(lm, prompts, threshold, items, seed)
+        return await heldout_agreement(lm, prompts, threshold, items, seed, adapter)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from infra.lm import LM, ModelCallFailed
+from judges.adapter import ServedJudgeAdapter
 from judges.calls import each
 from judges.judged_text import DATA_NOTE, as_data
 from judges.types import JudgedItem
@@ -56,7 +57,8 @@ class PointwiseJudge:
         self.prompts = prompts
         self.threshold = threshold
         self.rationale_max_tokens = rationale_max_tokens
-        self.adapter = adapter  # the judge's own LoRA adapter, served beside the agent's
+        # the judge's own LoRA adapter (its folder), served beside the agent's
+        self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
         self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
@@ -65,7 +67,7 @@ class PointwiseJudge:
 
     async def p_pass(self, item: JudgedItem) -> float:
         logps = await self.lm.choice_logprobs(
-            self.messages(item, PASS_QUESTION), list(CHOICES), adapter=self.adapter
+            self.messages(item, PASS_QUESTION), list(CHOICES), adapter=await self._served()
         )
         yes, no = (math.exp(lp) for lp in logps)
         if yes + no <= 0:  # neither answer has any weight: no verdict to read
@@ -90,6 +92,9 @@ class PointwiseJudge:
             self.messages(item, "In one sentence: is the reply right, and why?"),
             max_tokens=self.rationale_max_tokens,
             temperature=0.0,
-            adapter=self.adapter,
+            adapter=await self._served(),
         )
         return completion.text.strip()
+
+    async def _served(self) -> str | None:
+        return None if self.adapter is None else await self.adapter.name()

@@ -173,6 +173,14 @@ class ScaledFit:
         return PASS_CUT, report.get(self.primary, math.nan)
 
     async def agreement(
-        self, lm: LM, prompts: dict[str, str], threshold: float, items: list[JudgedItem], seed: int
+        self,
+        lm: LM,
+        prompts: dict[str, str],
+        threshold: float,
+        items: list[JudgedItem],
+        seed: int,
+        adapter: str | None = None,
     ) -> dict[str, float]:
+        if adapter is not None:  # `judges.judge_lora` trains pass/fail judges only
+            raise ValueError(f"a judge on a {self.scale.describe()} scale has no LoRA adapter")
         return await scaled_agreement(lm, prompts, self.scale, items, seed)

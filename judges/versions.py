@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import tempfile
 from datetime import datetime
+from pathlib import Path
 
 from infra.registry.mlflow_registry import RegisteredPrompt, Registry, RegistryError
 from infra.scales import ScoreScale
@@ -26,6 +28,7 @@ JUDGE_PRODUCTION = "judge-production"
 TAG = "flywheel.judge."
 THRESHOLD_TAG = TAG + "threshold"
 SCALE_TAG = TAG + "scale"  # the ScoreScale as JSON; a version without it is pass/fail
+ADAPTER_TAG = TAG + "adapter"  # where its LoRA adapter lies in MLflow (a runs:/ URI)
 
 
 def judge_prompt_name(registry: Registry, component: str) -> str:
@@ -54,10 +57,18 @@ def judge_tags(
     return tags
 
 
+def log_judge_adapter(registry: Registry, run_id: str, folder: str) -> str:
+    """The judge's adapter as artifacts of the night's judge run (`judge-<run id>`), so
+    that a version's tag can point at it; its URI."""
+    tags = {"flywheel.run_id": run_id, "flywheel.kind": "judge"}
+    return registry.log_folder(f"judge-{run_id}", tags, Path(folder), "judge-adapter")
+
+
 def register_judge(
     registry: Registry, run_id: str, prompts: dict[str, str], tags: dict[str, str], passed: bool
 ) -> dict[str, int]:
-    """A new version of each judge component; alias judge-production only if it passed."""
+    """A new version of each judge component (tags name its adapter, if any: rubric and
+    adapter are one version); alias judge-production only if it passed."""
     versions = {}
     for component, text in prompts.items():
         name = judge_prompt_name(registry, component)
@@ -70,10 +81,13 @@ def register_judge(
     return versions
 
 
-def production_judge(registry: Registry, components: list[str]) -> Judge | None:
-    """The judge at alias judge-production with its stored threshold and scale (its
-    agreement is for the caller to measure on tonight's labels); None on the first night
-    (or when a component has no production version)."""
+def production_judge(
+    registry: Registry, components: list[str], adapter_dir: Path | None = None
+) -> Judge | None:
+    """The judge at alias judge-production with its stored threshold, scale and adapter
+    (downloaded under `adapter_dir`; its agreement is for the caller to measure on
+    tonight's labels); None on the first night (or when a component has no production
+    version)."""
     found = {
         c: registry.prompt_version_at_alias(judge_prompt_name(registry, c), JUDGE_PRODUCTION)
         for c in components
@@ -92,11 +106,18 @@ def production_judge(registry: Registry, components: list[str]) -> Judge | None:
             f"tag {THRESHOLD_TAG} (got {raw!r}): point the alias at a version flywheel "
             "registered, or delete the alias to start over."
         )
+    adapter = None
+    if (uri := first.tags.get(ADAPTER_TAG)) is not None:
+        where = (adapter_dir or Path(tempfile.mkdtemp())) / f"{first.name}-v{first.version}"
+        adapter = str(registry.download(uri, where))
     return Judge(
         prompts={c: v.template for c, v in found.items()},
         scale=_stored_scale(first),
         threshold=threshold,
         versions={v.name: v.version for v in found.values()},
+        heldout=_recorded(first.tags, TAG + "heldout."),  # as measured when it was made
+        adapter=adapter,
+        made_at=_moment(first.tags.get(TAG + "window.fetched_at")),
     )
 
 
@@ -124,6 +145,24 @@ def _stored_scale(version: RegisteredPrompt) -> ScoreScale:
             f"invalid tag {SCALE_TAG} ({err}): point the alias at a version flywheel "
             "registered, or delete the alias to start over."
         ) from err
+
+
+def _recorded(tags: dict[str, str], prefix: str) -> dict[str, float]:
+    out = {}
+    for key, value in tags.items():
+        if key.startswith(prefix):
+            try:
+                out[key.removeprefix(prefix)] = float(value)
+            except ValueError:  # a tag edited by hand: not a figure to compare with
+                continue
+    return out
+
+
+def _moment(stamp: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:  # "none", or edited by hand
+        return None
 
 
 def _stamp(moment: datetime | None) -> str:

@@ -60,7 +60,7 @@ def test_prefect_yaml_deploys_the_night_and_a_worker_runs_it_with_a_knob_overrid
     knobs.seed = 7
     knobs.judge.max_metric_calls, knobs.agent_opt.max_metric_calls = 12, 9
     knobs.agent_opt.pareto_size = 3
-    knobs.lora.enabled = False
+    knobs.lora.enabled = knobs.judge.lora.enabled = False
     with prefect_test_harness(), serving(FakeOpenAI()) as model_url:
         env = {
             **os.environ,

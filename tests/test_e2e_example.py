@@ -37,6 +37,7 @@ def test_flywheel_run_optimizes_the_example_agent_s_langfuse_prompts(tmp_path):
         "FLYWHEEL_AGENT_OPT__REFLECTION_MAX_TOKENS": "48",
         "FLYWHEEL_FAST_SLOW__SCHEDULE": "p",
         "FLYWHEEL_JUDGE__UNTRUSTED_NIGHT": "optimize",  # the 135M judge is not trusted
+        "FLYWHEEL_JUDGE__LORA__ENABLED": "false",  # tested in test_e2e_nightly
     }
     night = subprocess.run(
         [FLYWHEEL, "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900

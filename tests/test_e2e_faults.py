@@ -34,7 +34,12 @@ def night_settings(tmp_path: Path, name: str, export: Path, base_url: str) -> Se
         lm={"backend": "openai", "base_url": base_url, "timeout_s": 0.5, "max_retries": 3},
         traces={"jsonl_dir": str(export)},
         # the fake server's judge is not trusted: the agent's steps run all the same
-        judge={"max_metric_calls": 20, "untrusted_night": "optimize", **gepa},
+        judge={
+            "max_metric_calls": 20,
+            "untrusted_night": "optimize",
+            "lora": {"enabled": False},
+            **gepa,
+        },
         agent_opt={"max_metric_calls": 12, "pareto_size": 4, **gepa},
         lora={"enabled": False},
     )

@@ -58,6 +58,7 @@ def test_prefect_server_dies_with_a_killed_night(tmp_path, signum):
             "FLYWHEEL_LM__BASE_URL": url,
             "FLYWHEEL_TRACES__JSONL_DIR": str(export),
             "FLYWHEEL_LORA__ENABLED": "false",
+            "FLYWHEEL_JUDGE__LORA__ENABLED": "false",
         }
         night = subprocess.Popen([FLYWHEEL, "run"], env=env, stdout=subprocess.DEVNULL)
         try:

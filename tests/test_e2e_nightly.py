@@ -114,6 +114,7 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
             "max_metric_calls": 40,
             "reflection_minibatch_size": 3,
             "untrusted_night": "optimize",
+            "lora": {"enabled": False},  # the judge's: trained in the untrusted night's test
         },
         agent_opt={
             "max_metric_calls": 30,
@@ -233,6 +234,7 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
             "max_metric_calls": 20,
             "reflection_minibatch_size": 3,
             "untrusted_night": "optimize",
+            "lora": {"enabled": False},  # the judge's: trained in the untrusted night's test
         },
         agent_opt={"max_metric_calls": 12, "pareto_size": 4, "reflection_minibatch_size": 3},
         lora={"max_train_examples": 4, "samples_per_example": 1, "batch_size": 4},
@@ -280,7 +282,12 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
     settings = Settings(
         state_dir=tmp_path / "state",
         traces={"jsonl_dir": str(export)},
-        judge={"max_metric_calls": 12, "reflection_minibatch_size": 3, "min_agreement": 1.01},
+        judge={
+            "max_metric_calls": 12,
+            "reflection_minibatch_size": 3,
+            "min_agreement": 1.01,
+            "lora": {"max_steps": 4, "checkpoints": 2, "batch_size": 4},
+        },
     )
     rt = Runtime(settings)
     with prefect_test_harness():
@@ -293,3 +300,15 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
     assert report.feedback.labels_requested == 20  # judge.untrusted_label_requests
     assert not report.promotion.passed
     assert "so the agent was not optimized tonight" in render_markdown(report)
+
+    # the judge's LoRA step ran on the real model: two checkpoints read on validation
+    # labels, the adapter kept only if one agreed better than the rubric alone
+    step = report.judge_lora
+    assert step.records > 0 and len(step.checkpoints) == 2 and step.seconds > 0
+    assert "Judge LoRA step: " in render_markdown(report)
+    version = MlflowClient(settings.tracking_uri).get_prompt_version("agent-judge-rubric", 1)
+    if step.kept:  # rubric plus adapter, registered together
+        assert report.alignment.judge.adapter == step.kept
+        assert version.tags["flywheel.judge.adapter"].startswith("runs:/")
+    else:
+        assert "flywheel.judge.adapter" not in version.tags

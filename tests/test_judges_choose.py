@@ -144,6 +144,9 @@ async def test_three_nights_pass_keep_and_replace(rt):
     assert version.tags["flywheel.judge.window.fetched_at"] == "2026-11-30T02:00:00+00:00"
     assert version.tags["flywheel.judge.labels.train"] == "7"
     assert registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).version == 1
+    # reloaded with what it was registered with: what watching it next nights compares to
+    stored = production_judge(registry, ["rubric"])
+    assert stored.made_at == WINDOW.fetched_at and stored.heldout["kappa"] == 0.8
 
     # Night 2: the new rubric is a coin flip; the judge in use, re-measured on tonight's
     # held-out traces with its stored threshold, agrees perfectly and is kept.
@@ -186,7 +189,7 @@ async def test_with_no_judge_above_the_floor_the_night_runs_on_the_best_on_heldo
     assert gate.registered == {name: 1}  # tonight's is registered, as the record of why not
     assert gate.decision.reason.endswith(
         "so the night runs on the seed rubric, the best of tonight's aligned judge, the seed "
-        "rubric and the judge in use on tonight's held-out labels (kappa 0.11), marked untrusted"
+        "rubric on tonight's held-out labels (kappa 0.11), marked untrusted"
     )
     assert rt.registry.prompt_version_at_alias(name, JUDGE_PRODUCTION) is None
     # tonight's judge, when it is the better one, is what the night runs on

@@ -72,6 +72,7 @@ def test_a_judge_adapter_trained_a_few_steps_changes_its_verdicts_and_reloads_th
     (weights.lora), served by name beside the base model by the local engine."""
     from infra.lm.factory import make_lm
     from infra.settings import LMSettings, LoraSettings
+    from judges.adapter import served_name
     from judges.pointwise import PointwiseJudge
     from weights.lora import train_sft_adapter
 
@@ -91,11 +92,10 @@ def test_a_judge_adapter_trained_a_few_steps_changes_its_verdicts_and_reloads_th
 
     async def run():
         base = await scores(None)
-        await lm.load_adapter("judge", trained.path)
-        tuned = await scores("judge")
-        await lm.unload_adapter("judge")
-        await lm.load_adapter("judge", trained.path)
-        return base, tuned, await scores("judge"), await scores(None)
+        tuned = await scores(str(trained.path))  # served on first use, under its folder's name
+        assert await lm.adapters() == [served_name(trained.path)]
+        await lm.unload_adapter(served_name(trained.path))
+        return base, tuned, await scores(str(trained.path)), await scores(None)
 
     base, tuned, reloaded, base_again = asyncio.run(run())
     assert tuned[0] - tuned[1] > base[0] - base[1] + 0.05  # it learned which reply passes

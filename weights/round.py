@@ -124,7 +124,7 @@ async def lora_round(
         # what sampling (or the stage before) freed goes back first, so training does not
         # stack on top of it
         await release_free_heap()
-        adapter_dir, summary = await _train_once(
+        adapter_dir, summary = await train_once(
             kind, lm.base_model_path, start, stage, target, cfg, seed, reward
         )
         start, train_loss = str(adapter_dir), summary["train_loss"]
@@ -253,7 +253,7 @@ def _what(base: ServedAdapter | None) -> str:
     return "the base model" if base is None else f"the adapter in production ({base.name})"
 
 
-async def _train_once(
+async def train_once(
     kind: str,
     model: str,
     start: str | None,
@@ -261,7 +261,7 @@ async def _train_once(
     target: Path,
     cfg: LoraSettings,
     seed: int,
-    reward: Callable[..., Awaitable[list[float | None]]] | None,
+    reward: Callable[..., Awaitable[list[float | None]]] | None = None,
 ) -> tuple[Path, dict[str, float]]:
     """Train one stage's adapter into `target`, or reuse it if a crash came after training
     finished (the adapter folder appears whole, with its summary, or not at all); the

@@ -359,6 +359,18 @@ class Registry:
         except (MlflowException, OSError):
             return None
 
+    def log_folder(self, run_name: str, tags: dict[str, str], folder: Path, path: str) -> str:
+        """`folder` as the artifacts under `path` of the run named `run_name` with `tags`
+        (the one a killed night left, else a new one); their `runs:/` URI."""
+        with self.start_or_resume_run(run_name, tags) as run:
+            mlflow.log_artifacts(str(folder), path, run_id=run.info.run_id)
+            return f"runs:/{run.info.run_id}/{path}"
+
+    def download(self, uri: str, dst: Path) -> Path:
+        """A local copy, under `dst`, of the artifacts at `uri`."""
+        dst.mkdir(parents=True, exist_ok=True)
+        return Path(mlflow.artifacts.download_artifacts(uri, dst_path=str(dst)))
+
     def download_adapter(self, name: str, version: int, dst: Path) -> Path | None:
         """A local copy (under `dst`) of the LoRA adapter a model version holds; None for a
         prompts-only version."""

@@ -1,0 +1,83 @@
+"""The judge's slow loop: a LoRA adapter on the human labels, kept only if it agrees better.
+
+Prompt alignment cannot make a 135M judge agree with people (held-out kappa near 0.1 for
+any rubric); its weights can learn what no prompt says. The adapter trains on the
+training labels as verdict tokens on the judge's own prompt (`judges.lora_records`), is
+read at each saved checkpoint on the validation labels, its threshold calibrated on the
+training labels (early stopping, read after the run), and the best checkpoint is kept
+only if it agrees better on validation than the rubric alone. Held-out labels are only
+measured, never chosen on: the gate (`judges.choose`) reads them. Training is the
+caller's (`weights.lora`, composed by `flows`): judges do not train models.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from infra.lm import LM
+from judges.align import Alignment, beats
+from judges.lora_records import Record, pointwise_records
+from judges.pass_fail_fit import fit_and_validate, heldout_agreement
+from judges.types import JudgedItem
+
+# records -> the adapter folders training saved, in order (the last is the end)
+TrainAdapter = Callable[[list[Record]], Awaitable[Sequence[Path]]]
+
+
+@dataclass
+class JudgeLora:
+    """What the judge's LoRA step did, for the report and MLflow."""
+
+    records: int  # training records (balanced, planted injections included)
+    rubric_val: float  # the rubric alone: kappa on the validation labels
+    checkpoints: dict[str, float] = field(default_factory=dict)  # folder name -> val kappa
+    kept: str | None = None  # the kept adapter's folder; None: the rubric stays alone
+    seconds: float = 0.0  # training
+    note: str = ""  # why it did not run, or was not kept
+
+    @property
+    def best_val(self) -> float | None:
+        return max(self.checkpoints.values(), default=None)
+
+
+async def judge_lora_step(
+    lm: LM,
+    alignment: Alignment,
+    train: list[JudgedItem],
+    val: list[JudgedItem],
+    heldout: list[JudgedItem],
+    train_adapter: TrainAdapter,
+    seed: int,
+    injections: bool = True,
+) -> tuple[Alignment, JudgeLora]:
+    """Tonight's aligned judge with its LoRA adapter when one agrees better on validation
+    labels (the alignment, its judge replaced), and what the step did."""
+    judge, rubric_val = alignment.judge, alignment.judge_val_score
+    if judge.scale.kind != "boolean":
+        note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
+        return alignment, JudgeLora(0, rubric_val, note=note)
+    records = pointwise_records(judge.prompts["rubric"], train, seed, injections)
+    started = time.perf_counter()
+    folders = await train_adapter(records)
+    step = JudgeLora(len(records), rubric_val, seconds=time.perf_counter() - started)
+    best: tuple[float, float, Path] | None = None  # (val kappa, threshold, folder)
+    for folder in folders:
+        cut, kappa = await fit_and_validate(lm, judge.prompts, train, val, str(folder))
+        step.checkpoints[folder.name] = kappa
+        if best is None or beats(kappa, best[0]):
+            best = (kappa, cut, folder)
+    if best is None or not beats(best[0], rubric_val):
+        step.note = (
+            f"no checkpoint agreed better on the validation labels than the rubric alone "
+            f"(kappa {step.best_val if step.best_val is not None else float('nan'):.3f} vs "
+            f"{rubric_val:.3f}): the rubric stays alone"
+        )
+        return alignment, step
+    _, cut, folder = best
+    report = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, str(folder))
+    step.kept = str(folder)
+    tuned = replace(judge, threshold=cut, heldout=report, adapter=str(folder))
+    return replace(alignment, judge=tuned), step

@@ -1,0 +1,138 @@
+"""The judge's LoRA step on a scripted model: which checkpoint is kept, when the rubric
+stays alone, and how the adapter is served to every judgement."""
+
+import math
+from pathlib import Path
+
+from infra.registry.mlflow_registry import Registry
+from infra.scales import ScoreScale
+from infra.settings import Settings
+from judges.adapter import served_name
+from judges.align import Alignment
+from judges.choose import choose_judge
+from judges.judge import Judge
+from judges.judge_lora import judge_lora_step
+from judges.splits import judge_splits
+from judges.types import JudgedItem, LabelWindow
+from judges.versions import ADAPTER_TAG, JUDGE_PRODUCTION
+
+
+class AdapterLM:
+    """The base model and the adapter "coin" are coin flips; adapter "sharp" reads every
+    reply right. Records what it was asked to serve and what each judgement ran on."""
+
+    def __init__(self):
+        self.served: dict[str, str] = {}  # name -> folder
+        self.ran_on: list[str | None] = []
+
+    async def adapters(self) -> list[str]:
+        return list(self.served)
+
+    async def load_adapter(self, name: str, path) -> None:
+        self.served[name] = str(path)
+
+    async def choice_logprobs(self, messages, choices, adapter=None) -> list[float]:
+        self.ran_on.append(adapter)
+        skill = (Path(self.served[adapter]) / "skill").read_text() if adapter else None
+        good = "[good]" in messages[1]["content"]
+        p = (0.9 if good else 0.1) if skill == "sharp" else 0.5
+        return [math.log(p), math.log(1 - p)]
+
+
+def labelled(n: int = 40) -> list[JudgedItem]:
+    return [
+        JudgedItem(f"t{i}", f"request {i}", f"reply {i} [{'good' if i % 3 else 'bad'}]", i % 3 > 0)
+        for i in range(n)
+    ]
+
+
+BOOLEAN = ScoreScale("boolean")
+
+
+def aligned(val_score: float, scale: ScoreScale = BOOLEAN) -> Alignment:
+    rubric = Judge({"rubric": "Judge it."}, scale, 0.5, heldout={"kappa": 0.0})
+    return Alignment(rubric, rubric, val_score, val_score, False, rubric.prompts, 10, {})
+
+
+def trainer(tmp_path: Path, *names: str):
+    """Training that "saved" one checkpoint folder per name, and records what it got."""
+    got: list[list] = []
+
+    async def train(records):
+        got.append(records)
+        folders = [tmp_path / name for name in names]
+        for folder in folders:
+            folder.mkdir(exist_ok=True)
+            (folder / "skill").write_text(folder.name)
+        return folders
+
+    return train, got
+
+
+async def test_the_checkpoint_that_agrees_best_on_validation_is_kept_and_measured(tmp_path):
+    lm, items = AdapterLM(), labelled()
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    fit, got = trainer(tmp_path, "coin", "sharp")
+    alignment, step = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
+
+    # balanced by label, each failing reply once more with an injection planted
+    failing = sum(not i.human_pass for i in train)
+    assert step.records == len(got[0]) == 2 * max(len(train) - failing, 2 * failing)
+    assert step.checkpoints["sharp"] == 1.0 and step.checkpoints["coin"] < 1.0
+    assert step.kept == str(tmp_path / "sharp")
+    judge = alignment.judge
+    assert judge.adapter == step.kept and judge.heldout["kappa"] == 1.0
+    assert 0.1 < judge.threshold <= 0.9  # refitted on the adapter's probabilities
+    # served under its folder's name, once, and read by the judge's metric
+    assert lm.served[served_name(step.kept)] == step.kept
+    lm.ran_on.clear()
+    metric = judge.metric(lm)
+    assert await metric.p_pass_many(heldout[:2]) == [
+        0.9 if i.human_pass else 0.1 for i in heldout[:2]
+    ]
+    assert lm.ran_on == [served_name(step.kept)] * 2
+
+
+async def test_no_checkpoint_better_than_the_rubric_keeps_the_rubric_alone(tmp_path):
+    lm, items = AdapterLM(), labelled()
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    fit, _ = trainer(tmp_path, "coin")
+    before = aligned(0.3)
+    alignment, step = await judge_lora_step(lm, before, train, val, heldout, fit, seed=0)
+    assert step.kept is None and alignment is before and alignment.judge.adapter is None
+    assert "the rubric stays alone" in step.note and step.best_val == 0.0
+
+
+async def test_a_judge_on_another_scale_has_no_lora_step(tmp_path):
+    fit, got = trainer(tmp_path, "sharp")
+    stars = ScoreScale("numeric", minimum=1, maximum=5)
+    alignment, step = await judge_lora_step(AdapterLM(), aligned(0.3, stars), [], [], [], fit, 0)
+    assert got == [] and step.records == 0 and "pass/fail only" in step.note
+
+
+async def test_the_gate_compares_rubric_plus_adapter_versions(tmp_path):
+    """Night 1's judge is rubric plus adapter: registered together, the adapter in MLflow.
+    Night 2 reloads it from there and re-measures it, adapter and all, against tonight's
+    rubric alone on the same held-out labels, and keeps it."""
+    lm, items = AdapterLM(), labelled()
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    registry = Registry(Settings(state_dir=tmp_path / "state"))
+    window = LabelWindow(len(items), None, None, None, None)
+    fit, _ = trainer(tmp_path, "sharp")
+    first, _ = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
+    night1 = await choose_judge(lm, registry, "n1", first, heldout, window, 0.2, 0)
+    ((name, version),) = night1.registered.items()
+    tags = registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).tags
+    assert night1.decision.passed and tags[ADAPTER_TAG].startswith("runs:/")
+
+    lm.served.clear()  # a new night, a fresh model: nothing served yet
+    rubric_alone = aligned(0.3)
+    rubric_alone.judge = Judge({"rubric": "Judge it."}, heldout={"kappa": 0.3})
+    folder = tmp_path / "night2"
+    night2 = await choose_judge(
+        lm, registry, "n2", rubric_alone, heldout, window, 0.2, 0, adapter_dir=folder
+    )
+    assert night2.kept_previous and night2.previous.heldout_score == 1.0
+    assert night2.judge.adapter.startswith(str(folder))  # downloaded from MLflow
+    assert (Path(night2.judge.adapter) / "skill").read_text() == "sharp"
+    assert "0.30 < " in night2.decision.reason
