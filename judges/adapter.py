@@ -15,7 +15,8 @@ from pathlib import Path
 
 from infra.lm import LM
 
-_loading: dict[tuple[int, str], asyncio.Lock] = {}  # one load per model and adapter
+# One load per event loop, model and adapter: a lock is bound to the loop it first waits on.
+_loading: dict[tuple[int, int, str], asyncio.Lock] = {}
 
 
 def served_name(folder: str | Path) -> str:
@@ -33,7 +34,8 @@ class ServedJudgeAdapter:
     async def name(self) -> str:
         """The adapter's name on the model, loading it there first if it is not served."""
         if not self._checked:
-            lock = _loading.setdefault((id(self.lm), self.served), asyncio.Lock())
+            key = (id(asyncio.get_running_loop()), id(self.lm), self.served)
+            lock = _loading.setdefault(key, asyncio.Lock())
             async with lock:
                 if self.served not in await self.lm.adapters():
                     await self.lm.load_adapter(self.served, self.folder)

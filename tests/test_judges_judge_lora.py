@@ -136,3 +136,35 @@ async def test_the_gate_compares_rubric_plus_adapter_versions(tmp_path):
     assert night2.judge.adapter.startswith(str(folder))  # downloaded from MLflow
     assert (Path(night2.judge.adapter) / "skill").read_text() == "sharp"
     assert "0.30 < " in night2.decision.reason
+
+
+def test_an_adapter_is_loaded_once_however_many_judgements_ask_at_once(tmp_path):
+    """Many judgements start together on a fresh model, night after night (each night its
+    own event loop): the adapter is loaded once, and no lock outlives its loop."""
+    import asyncio
+
+    from judges.pointwise import PointwiseJudge
+
+    folder = tmp_path / "sharp"
+    folder.mkdir()
+    (folder / "skill").write_text("sharp")
+    lm, loads = AdapterLM(), []
+    load = lm.load_adapter
+
+    async def slow_load(name, path):
+        loads.append(name)
+        await asyncio.sleep(0.01)  # the other judgements arrive meanwhile
+        await load(name, path)
+
+    lm.load_adapter = slow_load
+    batch = labelled(8)
+    for _ in range(2):
+        judges = [PointwiseJudge(lm, {"rubric": "r"}, adapter=str(folder)) for _ in range(4)]
+
+        async def night(judges=judges):
+            return await asyncio.gather(*(j.p_pass_many(batch) for j in judges))
+
+        results = asyncio.run(night())
+        assert all(probs == results[0] for probs in results)
+        lm.served.clear()  # the model restarted between nights
+    assert loads == [served_name(folder)] * 2
