@@ -89,6 +89,11 @@ class NightReport:
             out |= judge_lora_metrics(self.judge_lora)
         if self.gate.watch is not None:
             out |= watch_metrics(self.gate.watch)
+        if (check := self.gate.injection) is not None:
+            out |= {
+                "judge_injection_judged_fail": float(check.judged_fail),
+                "judge_injection_flipped_share": check.share,
+            }
         out |= seconds_metrics(self.stage_intervals)
         for step in self.steps:
             out |= step_metrics(step)

@@ -62,6 +62,7 @@ from judges.feedback import (
     label_requests,
     second_opinions,
 )
+from judges.injection import injection_check
 from judges.judge import Judge
 from judges.judge_lora import JudgeLora
 from judges.pointwise import SEED_JUDGE_PROMPTS
@@ -211,7 +212,10 @@ async def gate_judge(
             rt.settings.judge.min_heldout_labels,
             rt.run_dir(run_id) / "judge-production",
         )
-    return replace(gate, watch=watch)
+        check = await injection_check(
+            rt.lm, gate.judge, heldout, rt.settings.seed, rt.settings.judge.max_injection_flips
+        )
+    return replace(gate, watch=watch, injection=check)
 
 
 @stage("register-versions")

@@ -102,6 +102,7 @@ def judge_lines(report: NightReport) -> list[str]:
         f"{counts.get('annotations_answered', 0)} answer the judge's label requests."
         + _conflicting(counts.get("annotations_conflicting", 0)),
         *([g.watch.line()] if g.watch else []),
+        *([g.injection.line()] if g.injection else []),
         *judge_lora_lines(report),
         f"Judge gate {verdict}: {g.decision.reason}.",
         f"Judge version: registered {g.registered_label}; the night ran on {used.label} "

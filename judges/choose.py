@@ -18,6 +18,7 @@ from infra.registry.mlflow_registry import Registry
 from infra.scales import ScoreScale
 from judges.align import Alignment, fit_for
 from judges.gate import GateDecision, gate_judge
+from judges.injection import InjectionCheck
 from judges.judge import Judge, version_label
 from judges.types import JudgedItem, LabelWindow
 from judges.versions import (
@@ -39,6 +40,7 @@ class JudgeGate:
     previous: Judge | None  # the judge at judge-production before tonight, if any
     tags: dict[str, str] = field(default_factory=dict)  # as registered with tonight's judge
     watch: Watch | None = None  # the judge in use on the labels made since its version
+    injection: InjectionCheck | None = None  # the night's judge against planted instructions
 
     @property
     def registered_label(self) -> str:
@@ -59,9 +61,10 @@ class JudgeGate:
     def trusted(self) -> bool:
         """Whether the judge the night runs on agrees with the humans enough to steer the
         agent: its held-out primary statistic reaches the gate's floor, on enough labels,
-        and it has not drifted from their recent labels."""
+        it has not drifted from their recent labels, and it is not talked into passing."""
         agrees = self.judge.heldout_score >= self.decision.floor
-        return self.decision.enough_labels and agrees and not self.drifted
+        fooled = self.injection is not None and self.injection.fooled
+        return self.decision.enough_labels and agrees and not self.drifted and not fooled
 
 
 async def choose_judge(

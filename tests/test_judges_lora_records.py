@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from judges.lora_records import INJECTIONS, pairwise_records, pointwise_records
+from judges.injection import TRAINING as INJECTIONS
+from judges.lora_records import pairwise_records, pointwise_records
 from judges.pairwise import SEED_PAIRWISE_PROMPTS, PairwiseJudge
 from judges.pointwise import PASS_QUESTION
 from judges.types import JudgedItem, PairwiseItem
