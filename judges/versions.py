@@ -29,6 +29,7 @@ TAG = "flywheel.judge."
 THRESHOLD_TAG = TAG + "threshold"
 SCALE_TAG = TAG + "scale"  # the ScoreScale as JSON; a version without it is pass/fail
 ADAPTER_TAG = TAG + "adapter"  # where its LoRA adapter lies in MLflow (a runs:/ URI)
+ADAPTER_ARTIFACT = "judge-adapter"  # the artifact folder that URI names
 
 
 def judge_prompt_name(registry: Registry, component: str) -> str:
@@ -61,7 +62,7 @@ def log_judge_adapter(registry: Registry, run_id: str, folder: str) -> str:
     """The judge's adapter as artifacts of the night's judge run (`judge-<run id>`), so
     that a version's tag can point at it; its URI."""
     tags = {"flywheel.run_id": run_id, "flywheel.kind": "judge"}
-    return registry.log_folder(f"judge-{run_id}", tags, Path(folder), "judge-adapter")
+    return registry.log_folder(f"judge-{run_id}", tags, Path(folder), ADAPTER_ARTIFACT)
 
 
 def register_judge(
@@ -109,7 +110,12 @@ def production_judge(
     adapter = None
     if (uri := first.tags.get(ADAPTER_TAG)) is not None:
         where = (adapter_dir or Path(tempfile.mkdtemp())) / f"{first.name}-v{first.version}"
-        adapter = str(registry.download(uri, where))
+        local = where / ADAPTER_ARTIFACT
+        # a night reads it twice (the watch, the gate): one download serves both
+        whole = all(
+            (local / f).is_file() for f in ("adapter_config.json", "adapter_model.safetensors")
+        )
+        adapter = str(local if whole else registry.download(uri, where))
     return Judge(
         prompts={c: v.template for c, v in found.items()},
         scale=_stored_scale(first),

@@ -14,7 +14,7 @@ from judges.judge import Judge
 from judges.judge_lora import judge_lora_step
 from judges.splits import judge_splits
 from judges.types import JudgedItem, LabelWindow
-from judges.versions import ADAPTER_TAG, JUDGE_PRODUCTION
+from judges.versions import ADAPTER_TAG, JUDGE_PRODUCTION, production_judge
 
 
 class AdapterLM:
@@ -64,6 +64,8 @@ def trainer(tmp_path: Path, *names: str):
         for folder in folders:
             folder.mkdir(exist_ok=True)
             (folder / "skill").write_text(folder.name)
+            (folder / "adapter_config.json").write_text("{}")  # the files of an adapter
+            (folder / "adapter_model.safetensors").write_bytes(b"weights")
         return folders
 
     return train, got
@@ -136,6 +138,14 @@ async def test_the_gate_compares_rubric_plus_adapter_versions(tmp_path):
     assert night2.judge.adapter.startswith(str(folder))  # downloaded from MLflow
     assert (Path(night2.judge.adapter) / "skill").read_text() == "sharp"
     assert "0.30 < " in night2.decision.reason
+    # read again the same night (the watch reads it too): no second download
+    downloads = []
+    download = registry.download
+    registry.download = lambda uri, dst: downloads.append(uri) or download(uri, dst)
+    again = production_judge(registry, ["rubric"], folder)
+    assert again.adapter == night2.judge.adapter and downloads == []
+    assert production_judge(registry, ["rubric"], tmp_path / "elsewhere").adapter
+    assert len(downloads) == 1
 
 
 def test_an_adapter_is_loaded_once_however_many_judgements_ask_at_once(tmp_path):
