@@ -18,6 +18,13 @@ calibrated on train for the seed rubric and for GEPA's best, and val kappa at th
 threshold decides which one is kept (the seed stays unless the best beats it). Held-out
 items are only ever reported.
 
+LoRA judges (`benchmarks/pairwise_lora.py`, issue 18): the same pairwise judge with an
+adapter of its own, trained on the training items in both orders with the letter swapped
+(`judges.lora_records.pairwise_records`), the night's judge LoRA settings for `--lora-epochs`
+epochs; each checkpoint's threshold is calibrated on train, the best on val kappa is kept.
+Arms: "LoRA judge" on the seed rubric, and "aligned rubric + LoRA judge" on each rubric
+alignment chose instead of the seed (when it kept the seed, that arm is the first).
+
 MLflow (`benchmarks/mlflow_judge.py`): `make_judge` with the same rubric, question and
 answers, `feedback_value_type=Literal["A", "B"]`, and `judge.align(traces,
 GEPAAlignmentOptimizer(...))` on train + val logged as traces with HUMAN feedback (MLflow
@@ -32,11 +39,11 @@ are swapped, each order read on its own: at 0.5 for flywheel, as the reply for M
 over items where both orders gave a verdict), each with a 95% bootstrap interval (1000
 resamples, seed 0); unparseable calls; the metric calls (flywheel: GEPA's count; MLflow:
 judge model calls during judge.align) and the wall time of alignment (flywheel: search +
-threshold fit + choice; MLflow: judge.align).
+threshold fit + choice; MLflow: judge.align; LoRA arms: training).
 
     .venv/bin/python -m benchmarks.judge_alignment [--budget 120] [--seeds 0] [--workers 8]
         [--max-answer-chars 1200] [--heldout-fraction 0.3] [--val-fraction 0.15]
-        [--split-seed 0] [--minibatch 3] [--no-mlflow]
+        [--split-seed 0] [--minibatch 3] [--no-mlflow] [--no-lora] [--lora-epochs 3]
 """
 
 from __future__ import annotations
@@ -44,7 +51,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import sys
 import tempfile
 import time
@@ -60,14 +66,14 @@ from benchmarks.mlflow_judge import (
     run_mlflow,
 )
 from benchmarks.mtbench_data import load, split_by_question
+from benchmarks.pairwise_lora import LoraArm, Split, lora_arm
+from benchmarks.pairwise_scoring import Agreement, VerdictCache, agreement, heldout_agreement
 from flows.environment import prepare_environment
 from gepa_opt import EvaluationBatch, GEPAConfig, optimize
 from infra.lm import LM
 from infra.lm.reflection import reflection_lm
-from infra.settings import JudgeSettings, LMSettings
-from judges.calibration import calibrate_threshold
-from judges.metrics import Estimate, accuracy, bootstrap, cohen_kappa, flip_rate
-from judges.pairwise import SEED_PAIRWISE_PROMPTS, PairwiseJudge, PairwiseVerdict
+from infra.settings import JudgeLoraSettings, JudgeSettings, LMSettings
+from judges.pairwise import SEED_PAIRWISE_PROMPTS
 from judges.pairwise_align import PairwiseAlignmentAdapter, clip, preference_weights
 from judges.types import PairwiseItem, Preference
 
@@ -94,45 +100,6 @@ def truncate_answers(items: Sequence[PairwiseItem], max_chars: int) -> list[Pair
     ]
 
 
-@dataclass(frozen=True)
-class Agreement:
-    """Held-out agreement of one judge, with bootstrap intervals."""
-
-    n: int
-    accuracy: Estimate
-    kappa: Estimate
-    flip: Estimate
-    flip_n: int  # items where both orders gave a verdict
-    unparseable_calls: int
-    calls: int
-
-
-def agreement(
-    pred: Sequence[str],
-    gold: Sequence[Preference],
-    first: Sequence[Preference | None],
-    second: Sequence[Preference | None],
-    seed: int = 0,
-) -> Agreement:
-    """Accuracy and kappa of `pred` (labels, or UNPARSEABLE) against `gold`; flip rate of
-    the per-order verdicts over the items where neither order is None."""
-    both = [(a, b) for a, b in zip(first, second, strict=True) if a is not None and b is not None]
-    flip = (
-        bootstrap(flip_rate, [a for a, _ in both], [b for _, b in both], seed=seed)
-        if both
-        else Estimate(None, None, None)
-    )
-    return Agreement(
-        n=len(gold),
-        accuracy=bootstrap(accuracy, list(pred), list(gold), seed=seed),
-        kappa=bootstrap(cohen_kappa, list(pred), list(gold), seed=seed),
-        flip=flip,
-        flip_n=len(both),
-        unparseable_calls=sum(v is None for v in (*first, *second)),
-        calls=2 * len(gold),
-    )
-
-
 def single_order_verdicts(first: Sequence[Preference | None]) -> list[str]:
     """A one-order judge's verdicts: its reply, or UNPARSEABLE where it gave none."""
     return [UNPARSEABLE if v is None else v for v in first]
@@ -147,36 +114,6 @@ def order_agreement(verdicts: OrderVerdicts, gold: Sequence[Preference]) -> Agre
 # ---------------------------------------------------------------------------------------
 # Flywheel's judge
 # ---------------------------------------------------------------------------------------
-
-
-def _length(item: PairwiseItem) -> int:
-    return len(item.question) + len(item.answer_a) + len(item.answer_b)
-
-
-class VerdictCache:
-    """p_a verdicts per (judge prompts, item id): GEPA's own evaluations are kept, so the
-    threshold fit and the val choice do not pay again for what the search already read."""
-
-    def __init__(self) -> None:
-        self.verdicts: dict[tuple[str, str], PairwiseVerdict] = {}
-
-    @staticmethod
-    def key(prompts: dict[str, str], item: PairwiseItem) -> tuple[str, str]:
-        return json.dumps(prompts, sort_keys=True), item.id
-
-    async def judge(
-        self, lm: LM, prompts: dict[str, str], items: list[PairwiseItem], chunk: int
-    ) -> list[PairwiseVerdict]:
-        """Verdicts for `items`, new ones in chunks of similar length: one batched forward of
-        many long prompts padded to the longest is several times slower on CPU."""
-        judge = PairwiseJudge(lm, prompts)
-        new = {i.id: i for i in items if self.key(prompts, i) not in self.verdicts}
-        todo = sorted(new.values(), key=_length)
-        for start in range(0, len(todo), chunk):
-            batch = todo[start : start + chunk]
-            for item, verdict in zip(batch, await judge.verdicts(batch), strict=True):
-                self.verdicts[self.key(prompts, item)] = verdict
-        return [self.verdicts[self.key(prompts, item)] for item in items]
 
 
 class CachingAdapter(PairwiseAlignmentAdapter):
@@ -212,22 +149,10 @@ class OurRun:
     heldout: Agreement
 
 
-def _heldout(
-    verdicts: list[PairwiseVerdict], threshold: float, heldout: list[PairwiseItem]
-) -> Agreement:
-    pred = ["A" if v.p_a >= threshold else "B" for v in verdicts]
-    first = ["A" if v.p_a_by_order[0] >= 0.5 else "B" for v in verdicts]
-    second = ["A" if v.p_a_by_order[1] >= 0.5 else "B" for v in verdicts]
-    return agreement(pred, [i.human_prefers for i in heldout], first, second)
-
-
 @dataclass
 class SeedJudge:
     threshold: float
     heldout: Agreement
-
-
-Split = tuple[list[PairwiseItem], list[PairwiseItem], list[PairwiseItem]]
 
 
 async def run_ours(
@@ -257,19 +182,13 @@ async def run_ours(
     )
     best = dict(result.best_candidate)
 
-    async def fit(prompts: dict[str, str]) -> tuple[float, float]:
-        """(threshold calibrated on train, kappa on val at that threshold)"""
-        verdicts = await cache.judge(lm, prompts, train + val, args.eval_chunk)
-        p_train = [v.p_a for v in verdicts[: len(train)]]
-        threshold = calibrate_threshold(p_train, [i.human_prefers == "A" for i in train])
-        pred = ["A" if v.p_a >= threshold else "B" for v in verdicts[len(train) :]]
-        return threshold, cohen_kappa(pred, [i.human_prefers for i in val])
-
     log("... flywheel: threshold on train, choice on val")
     judged_before = len(cache.verdicts)
-    seed_threshold, seed_kappa = await fit(seed_prompts)
+    seed_threshold, seed_kappa = await cache.fit(lm, seed_prompts, train, val, args.eval_chunk)
     best_threshold, best_kappa = (
-        await fit(best) if best != seed_prompts else (seed_threshold, seed_kappa)
+        await cache.fit(lm, best, train, val, args.eval_chunk)
+        if best != seed_prompts
+        else (seed_threshold, seed_kappa)
     )
     kept_seed = best != seed_prompts and best_kappa <= seed_kappa
     chosen, threshold = (seed_prompts, seed_threshold) if kept_seed else (best, best_threshold)
@@ -292,9 +211,33 @@ async def run_ours(
         accepted=len(result.candidates) - 1,
         fit_calls=fit_calls,
         wall_s=wall,
-        heldout=_heldout(chosen_verdicts, threshold, heldout),
+        heldout=heldout_agreement(chosen_verdicts, threshold, heldout),
     )
-    return SeedJudge(seed_threshold, _heldout(seed_verdicts, seed_threshold, heldout)), run
+    return SeedJudge(seed_threshold, heldout_agreement(seed_verdicts, seed_threshold, heldout)), run
+
+
+async def lora_arms(
+    lm: LM, split: Split, ours: list[OurRun], cache: VerdictCache, args: argparse.Namespace
+) -> list[LoraArm]:
+    """The LoRA judge on the seed rubric, then on each rubric alignment chose instead."""
+    cfg = JudgeLoraSettings(epochs=args.lora_epochs, max_seq_length=args.lora_max_seq_length)
+    rubrics = [("LoRA judge (seed rubric)", dict(SEED_PAIRWISE_PROMPTS), 0)]
+    rubrics += [
+        (f"aligned rubric + LoRA judge, seed {run.seed}", run.prompts, run.seed)
+        for run in ours
+        if run.prompts != SEED_PAIRWISE_PROMPTS
+    ]
+    arms = []
+    with tempfile.TemporaryDirectory(prefix="flywheel-bench-judge-lora-") as scratch:
+        for n, (name, prompts, seed) in enumerate(rubrics):
+            log(f"... {name}: training")
+            folder = Path(scratch) / f"arm-{n}"
+            arms.append(
+                await lora_arm(
+                    lm, name, prompts, split, cache, cfg.training(), folder, seed, args.eval_chunk
+                )
+            )
+    return arms
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,6 +277,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mlflow-judge-max-tokens", type=int, default=64)
     parser.add_argument("--max-items", type=int, help="only the first N items (a quick run)")
     parser.add_argument("--no-mlflow", action="store_true", help="skip MLflow's judge.align")
+    parser.add_argument("--no-lora", action="store_true", help="skip the LoRA judge arms")
+    parser.add_argument("--lora-epochs", type=int, default=JudgeLoraSettings().epochs)
+    parser.add_argument(
+        "--lora-max-seq-length",
+        type=int,
+        default=1152,
+        help="tokens per training record (the longest pair at 1200 characters is ~1070)",
+    )
     return parser.parse_args(argv)
 
 
@@ -359,11 +310,13 @@ def main(argv: list[str] | None = None) -> None:
     lm = LocalLM(settings)
     cache = VerdictCache()
 
-    async def all_seeds() -> list[tuple[SeedJudge, OurRun]]:
-        return [await run_ours(lm, split, args, seed, cache) for seed in args.seeds]
+    async def all_seeds() -> tuple[list[tuple[SeedJudge, OurRun]], list[LoraArm]]:
+        runs = [await run_ours(lm, split, args, seed, cache) for seed in args.seeds]
+        arms = [] if args.no_lora else await lora_arms(lm, split, [r for _, r in runs], cache, args)
+        return runs, arms
 
     try:
-        runs = asyncio.run(all_seeds())
+        runs, arms = asyncio.run(all_seeds())
         seed_judge, ours = runs[0][0], [run for _, run in runs]
     finally:
         lm.close()  # frees the cores for the server MLflow's path starts
@@ -389,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         same = run.prompts == SEED_PAIRWISE_PROMPTS
         name = f"flywheel aligned, seed {run.seed}" + (" (=seed)" if same else "")
         print(row(name, run.heldout, str(run.metric_calls), f"{run.wall_s:.0f}"))
+    for arm in arms:
+        print(row(arm.name, arm.heldout, "-", f"{arm.train_s:.0f}"))
     gold = [i.human_prefers for i in heldout]
     if mlflow is not None and mlflow.seed_heldout is not None:
         print(row("MLflow seed", order_agreement(mlflow.seed_heldout, gold)))
@@ -417,6 +372,20 @@ def main(argv: list[str] | None = None) -> None:
             f"judged beyond GEPA's calls for the thresholds and the choice; rubric: "
             f"{run.prompts['rubric'][:300]!r}"
         )
+    for arm in arms:
+        print(
+            f"- {arm.name}: {arm.trained_on} of {arm.records} records (both orders of each "
+            f"training pair) trained, {arm.steps} steps in {arm.train_s:.0f} s; validation "
+            "kappa per checkpoint "
+            + ", ".join(f"{name} {kappa:.3f}" for name, kappa in arm.checkpoints.items())
+            + f"; kept {arm.kept}, threshold {arm.threshold:.3f}"
+        )
+    for run in ours:
+        if not args.no_lora and run.prompts == SEED_PAIRWISE_PROMPTS:
+            print(
+                f"- aligned rubric + LoRA judge, seed {run.seed}: alignment kept the seed "
+                "rubric, so it is the LoRA judge above"
+            )
     if mlflow is not None:
         report_mlflow(mlflow)
     print(f"- whole benchmark: {time.monotonic() - began:.0f} s wall")

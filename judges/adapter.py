@@ -41,3 +41,8 @@ class ServedJudgeAdapter:
                     await self.lm.load_adapter(self.served, self.folder)
             self._checked = True
         return self.served
+
+
+async def served(adapter: ServedJudgeAdapter | None) -> str | None:
+    """The name a judge's calls pass the model: its adapter's, or None for the base model."""
+    return None if adapter is None else await adapter.name()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from infra.lm import LM
+from judges.adapter import ServedJudgeAdapter, served
 from judges.calibration import calibrate_threshold
 from judges.types import PairwiseItem, Preference
 
@@ -101,11 +102,14 @@ class PairwiseJudge:
         prompts: dict[str, str],
         threshold: float = 0.5,
         rationale_max_tokens: int = 48,
+        adapter: str | None = None,
     ):
         self.lm = lm
         self.prompts = prompts
         self.threshold = threshold  # a cut on p_a; fit it with fit_threshold
         self.rationale_max_tokens = rationale_max_tokens
+        # the judge's own LoRA adapter (its folder), served beside the agent's
+        self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
 
     def messages(self, item: PairwiseItem, swapped: bool, ask: str) -> list[dict[str, str]]:
         """The shown labels follow the position: with `swapped`, answer B is shown as "A"."""
@@ -125,7 +129,9 @@ class PairwiseJudge:
 
     async def _p_first(self, item: PairwiseItem, swapped: bool) -> float:
         logps = await self.lm.choice_logprobs(
-            self.messages(item, swapped, ASK_PROBABILITY), list(LABELS)
+            self.messages(item, swapped, ASK_PROBABILITY),
+            list(LABELS),
+            adapter=await served(self.adapter),
         )
         first, second = (math.exp(lp) for lp in logps)
         return first / (first + second) if first + second > 0 else 0.5
@@ -156,12 +162,14 @@ class PairwiseJudge:
         return calibrate_threshold([v.p_a for v in verdicts], gold)
 
     async def text_verdict(self, item: PairwiseItem) -> TextVerdict:
+        adapter = await served(self.adapter)
         completions = await asyncio.gather(
             *(
                 self.lm.complete(
                     self.messages(item, swapped, ASK_TEXT),
                     max_tokens=self.rationale_max_tokens,
                     temperature=0.0,
+                    adapter=adapter,
                 )
                 for swapped in (False, True)
             )
@@ -178,5 +186,6 @@ class PairwiseJudge:
             self.messages(item, swapped=False, ask=ASK_RATIONALE),
             max_tokens=self.rationale_max_tokens,
             temperature=0.0,
+            adapter=await served(self.adapter),
         )
         return completion.text.strip()

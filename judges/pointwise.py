@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from infra.lm import LM, ModelCallFailed
-from judges.adapter import ServedJudgeAdapter
+from judges.adapter import ServedJudgeAdapter, served
 from judges.calls import each
 from judges.judged_text import DATA_NOTE, as_data
 from judges.types import JudgedItem
@@ -67,7 +67,7 @@ class PointwiseJudge:
 
     async def p_pass(self, item: JudgedItem) -> float:
         logps = await self.lm.choice_logprobs(
-            self.messages(item, PASS_QUESTION), list(CHOICES), adapter=await self._served()
+            self.messages(item, PASS_QUESTION), list(CHOICES), adapter=await served(self.adapter)
         )
         yes, no = (math.exp(lp) for lp in logps)
         if yes + no <= 0:  # neither answer has any weight: no verdict to read
@@ -92,9 +92,6 @@ class PointwiseJudge:
             self.messages(item, "In one sentence: is the reply right, and why?"),
             max_tokens=self.rationale_max_tokens,
             temperature=0.0,
-            adapter=await self._served(),
+            adapter=await served(self.adapter),
         )
         return completion.text.strip()
-
-    async def _served(self) -> str | None:
-        return None if self.adapter is None else await self.adapter.name()

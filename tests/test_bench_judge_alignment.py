@@ -4,7 +4,6 @@ import pytest
 
 from benchmarks.judge_alignment import (
     UNPARSEABLE,
-    agreement,
     order_agreement,
     single_order_verdicts,
     truncate_answers,
@@ -17,6 +16,7 @@ from benchmarks.mlflow_judge import (
     read_preference,
     unswap,
 )
+from benchmarks.pairwise_scoring import agreement
 from judges.types import PairwiseItem
 
 ITEM = PairwiseItem(
