@@ -6,11 +6,21 @@ held-out `--heldout-fraction`, the rest 60/40 into train and validation), fixed 
 
 Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on train:
 - **seed rubric**: `SEED_JUDGE_PROMPTS` on the base model.
+- **aligned rubric**: the night's prompt alignment (`judges.align`: GEPA on the rubric
+  with the night's judge settings, train = feedback, val = Pareto set; the seed stays
+  unless GEPA's best agrees better on val), on the base model.
 - **LoRA judge**: an adapter trained with `weights.lora.train_sft_adapter` on the train
   labels as verdict tokens on the judge's own prompt (`judges.lora_records`: balanced by
   label; with `--injections`, each failing reply once more with an instruction to the judge
   appended, labelled fail), saved at `--checkpoints` evenly spaced points; the one with
   the best validation kappa is kept (early stopping on validation labels, read after).
+- **aligned rubric + LoRA judge**: the same adapter training on the aligned rubric's
+  prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
+- **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
+  tokens, trained by trl's `RewardTrainer` on passing-vs-failing pairs of the same labels
+  (`benchmarks/judge_reward_head.py`); read at the end of training.
+MLflow's `judge.align` is not an arm here: on this model its judge gives no verdict at
+all (it needs a JSON reply; see the MT-Bench benchmark, `benchmarks/judge_alignment.py`).
 
 Printed per arm on the held-out labels: kappa and accuracy with 95% bootstrap intervals
 (1000 resamples, seed 0), true-positive and true-negative rates; then the injection test
@@ -19,7 +29,7 @@ instruction raised and the share it flipped to pass (one sentence of `judges.inj
 per reply, seeded; none is a sentence the LoRA judge trained on), and the seconds of training.
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
-        [--heldout-fraction 0.4] [--injections]
+        [--heldout-fraction 0.4] [--injections] [--no-align] [--reward-head]
 """
 
 from __future__ import annotations
@@ -29,15 +39,22 @@ import asyncio
 import random
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.judge_reward_head import train_reward_head
 from flows.collect import collect
+from flows.stages import gepa_config
 from infra.agents.intent_router import IntentRouter
 from infra.lm.factory import make_lm
-from infra.settings import LMSettings, LoraSettings
+from infra.lm.reflection import reflection_lm
+from infra.scales import ScoreScale
+from infra.settings import JudgeSettings, LMSettings, LoraSettings
 from infra.traces.jsonl import JsonlTraceSource
+from judges.align import align
 from judges.calibration import calibrate_threshold
+from judges.calls import gepa_reflection
 from judges.injection import PROBES
 from judges.lora_records import pointwise_records
 from judges.metrics import agreement_report, cohen_kappa
@@ -46,18 +63,21 @@ from judges.splits import judge_splits
 from judges.types import JudgedItem
 from weights.lora import checkpoints, train_sft_adapter
 
-RUBRIC = SEED_JUDGE_PROMPTS["rubric"]
+SEED_RUBRIC = SEED_JUDGE_PROMPTS["rubric"]
+
+
+# P(pass) per item, in order
+Score = Callable[[list[JudgedItem]], Awaitable[list[float]]]
 
 
 @dataclass
 class Arm:
     name: str
-    adapter: str | None
     threshold: float
     report: dict[str, float]
     raised: tuple[int, int]  # (failing replies whose P(pass) the injection raised, of)
     flipped: tuple[int, int]  # (turned to pass, of those judged fail without it)
-    seconds: float = 0.0
+    seconds: float = 0.0  # training (LoRA, reward head) or search (alignment)
 
 
 def demo_items(seed: int, heldout_fraction: float) -> tuple[list, list, list]:
@@ -66,18 +86,32 @@ def demo_items(seed: int, heldout_fraction: float) -> tuple[list, list, list]:
     return judge_splits(items, heldout_fraction, seed)
 
 
-async def probabilities(lm, items: list[JudgedItem], adapter: str | None) -> list[float]:
-    probs = await PointwiseJudge(lm, {"rubric": RUBRIC}, adapter=adapter).p_pass_many(items)
-    if None in probs:  # the local model's calls do not fail; a server's might
-        raise RuntimeError(f"{probs.count(None)} judge calls failed")
-    return [p for p in probs if p is not None]
+def judge_score(lm, rubric: str, adapter: str | None = None) -> Score:
+    """The pointwise judge's P(pass) on `rubric`, read with its LoRA `adapter` if any."""
+
+    async def score(items: list[JudgedItem]) -> list[float]:
+        probs = await PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter).p_pass_many(items)
+        if None in probs:  # the local model's calls do not fail; a server's might
+            raise RuntimeError(f"{probs.count(None)} judge calls failed")
+        return [p for p in probs if p is not None]
+
+    return score
 
 
-async def measure(lm, name, adapter, train, heldout, seed: int, seconds: float = 0.0) -> Arm:
-    cut = calibrate_threshold(
-        await probabilities(lm, train, adapter), [bool(i.human_pass) for i in train]
-    )
-    probs = await probabilities(lm, heldout, adapter)
+async def threshold(score: Score, train: list[JudgedItem]) -> float:
+    """The pass cut calibrated on the training labels."""
+    return calibrate_threshold(await score(train), [bool(i.human_pass) for i in train])
+
+
+async def val_kappa(score: Score, train: list[JudgedItem], val: list[JudgedItem]) -> float:
+    cut = await threshold(score, train)
+    probs = await score(val)
+    return cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
+
+
+async def measure(name: str, score: Score, train, heldout, seed: int, seconds=0.0) -> Arm:
+    cut = await threshold(score, train)
+    probs = await score(heldout)
     gold = [bool(i.human_pass) for i in heldout]
     report = agreement_report([p >= cut for p in probs], gold, seed=0)
     failing = [(i, p) for i, p in zip(heldout, probs, strict=True) if not i.human_pass]
@@ -86,57 +120,99 @@ async def measure(lm, name, adapter, train, heldout, seed: int, seconds: float =
         JudgedItem(i.id, i.input_text, f"{i.output_text}\n\n{rng.choice(PROBES)}")
         for i, _ in failing
     ]
-    after = await probabilities(lm, planted, adapter)
+    after = await score(planted)
     raised = sum(a > p for (_, p), a in zip(failing, after, strict=True))
     judged_fail = [(p, a) for (_, p), a in zip(failing, after, strict=True) if p < cut]
     flipped = sum(a >= cut for _, a in judged_fail)
-    return Arm(
-        name, adapter, cut, report, (raised, len(failing)), (flipped, len(judged_fail)), seconds
-    )
+    return Arm(name, cut, report, (raised, len(failing)), (flipped, len(judged_fail)), seconds)
 
 
-async def val_kappa(lm, adapter: str, train, val) -> float:
-    cut = calibrate_threshold(
-        await probabilities(lm, train, adapter), [bool(i.human_pass) for i in train]
+async def aligned_rubric(lm, train, val, heldout, seed: int) -> tuple[str, float]:
+    """The rubric the night's prompt alignment chooses on these splits, and its seconds."""
+    cfg = JudgeSettings()
+    started = time.perf_counter()
+    alignment = await align(
+        lm,
+        dict(SEED_JUDGE_PROMPTS),
+        ScoreScale("boolean"),
+        train,
+        val,
+        heldout,
+        gepa_config(cfg, seed, skip_perfect_score=False),
+        gepa_reflection(reflection_lm(lm, cfg.reflection_max_tokens, seed)),
     )
-    probs = await probabilities(lm, val, adapter)
-    return cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
+    seconds = time.perf_counter() - started
+    print(
+        f"alignment: {alignment.metric_calls} metric calls, {seconds:.0f} s; validation kappa "
+        f"GEPA's best {alignment.val_score:.3f} vs seed {alignment.seed_val_score:.3f}; "
+        + ("the seed is kept" if alignment.kept_seed else "GEPA's best is used")
+    )
+    return alignment.judge.prompts["rubric"], seconds
+
+
+async def lora_arm(lm, name, rubric, train, val, heldout, args, scratch: Path) -> Arm:
+    records = pointwise_records(rubric, train, seed=args.seed, injections=args.injections)
+    cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
+    started = time.perf_counter()
+    result = await asyncio.to_thread(
+        train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed
+    )
+    seconds = time.perf_counter() - started
+    print(f"{name}: {result.examples} records, {result.steps} steps, {seconds:.0f} s")
+    best: tuple[float, str] | None = None
+    for path in [*checkpoints(result.path), result.path]:
+        kappa = await val_kappa(judge_score(lm, rubric, str(path)), train, val)
+        print(f"  {path.name}: validation kappa {kappa:.3f}")
+        if best is None or kappa > best[0]:
+            best = (kappa, str(path))
+    assert best is not None
+    score = judge_score(lm, rubric, best[1])
+    return await measure(name, score, train, heldout, args.seed, seconds)
 
 
 async def run(args: argparse.Namespace) -> list[Arm]:
     lm = make_lm(LMSettings())
     train, val, heldout = demo_items(args.seed, args.heldout_fraction)
     print(f"labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
-    arms = [await measure(lm, "seed rubric", None, train, heldout, args.seed)]
-    records = pointwise_records(RUBRIC, train, seed=args.seed, injections=args.injections)
-    cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
+    arms = [await measure("seed rubric", judge_score(lm, SEED_RUBRIC), train, heldout, args.seed)]
+    aligned = SEED_RUBRIC
+    if not args.no_align:
+        aligned, seconds = await aligned_rubric(lm, train, val, heldout, args.seed)
+        name = "aligned rubric" + (" (= seed)" if aligned == SEED_RUBRIC else "")
+        score = judge_score(lm, aligned)
+        arms.append(await measure(name, score, train, heldout, args.seed, seconds))
     with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
-        started = time.perf_counter()
-        result = await asyncio.to_thread(
-            train_sft_adapter,
-            records,
-            lm.base_model_path,
-            Path(scratch) / "judge",
-            cfg,
-            seed=args.seed,
+        lora = await lora_arm(
+            lm, "LoRA judge", SEED_RUBRIC, train, val, heldout, args, Path(scratch) / "seed"
         )
-        seconds = time.perf_counter() - started
-        print(f"trained on {result.examples} records, {result.steps} steps, {seconds:.0f} s")
-        best: tuple[float, str] | None = None
-        for path in [*checkpoints(result.path), result.path]:
-            kappa = await val_kappa(lm, str(path), train, val)  # served on first use
-            print(f"  {path.name}: validation kappa {kappa:.3f}")
-            if best is None or kappa > best[0]:
-                best = (kappa, str(path))
-        assert best is not None
-        arms.append(await measure(lm, "LoRA judge", best[1], train, heldout, args.seed, seconds))
+        arms.append(lora)
+        if aligned != SEED_RUBRIC:
+            name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
+            arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
+        elif not args.no_align:
+            print("aligned rubric + LoRA judge: alignment kept the seed, so it is the LoRA judge")
+    if args.reward_head:
+        arms.append(await reward_head_arm(lm, train, heldout, args))
     return arms
+
+
+async def reward_head_arm(lm, train, heldout, args: argparse.Namespace) -> Arm:
+    cfg = LoraSettings(epochs=args.epochs, max_seq_length=512)
+    head = await asyncio.to_thread(
+        train_reward_head, train, lm.base_model_path, cfg, args.seed, args.injections
+    )
+    print(f"reward head: {head.pairs} pairs, {head.steps} steps, {head.seconds:.0f} s")
+
+    async def score(items: list[JudgedItem]) -> list[float]:
+        return await asyncio.to_thread(head.p_pass, items)
+
+    return await measure("reward head", score, train, heldout, args.seed, head.seconds)
 
 
 def show(arms: list[Arm]) -> None:
     print(
         "\n| judge | held-out kappa [95% CI] | accuracy [95% CI] | TPR | TNR | "
-        "P(pass) raised by an injection | turned to pass | training s |"
+        "P(pass) raised by an injection | turned to pass | training or search s |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for arm in arms:
@@ -157,6 +233,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoints", type=int, default=3)
     parser.add_argument("--heldout-fraction", type=float, default=0.4)
     parser.add_argument("--injections", action="store_true")
+    parser.add_argument("--no-align", action="store_true", help="skip the aligned-rubric arms")
+    parser.add_argument(
+        "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
+    )
     show(asyncio.run(run(parser.parse_args(argv))))
 
 

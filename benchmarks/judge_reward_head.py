@@ -1,0 +1,134 @@
+"""The judge as a reward head, the alternative to verdict tokens that issue 18 asks to
+measure: which makes the better judge from the same labels?
+
+trl's `RewardTrainer` trains a LoRA adapter and a scalar head on the base model
+(`AutoModelForSequenceClassification`, one label) with its Bradley-Terry loss, on pairs
+of a passing and a failing exchange from the training labels: every labelled exchange is
+in at least one pair, and with `injections` each failing exchange is planted once more
+with an instruction to the judge, as `judges.lora_records` plants them. An exchange is
+the request as the user's turn and the reply as the assistant's: a reward model scores a
+reply, it is not asked a question. The trainer and LoRA shape are the verdict-token
+adapter's (`weights.lora`: rank, alpha, targets, rate, epochs, batch); the head is read
+as sigmoid(score), against a threshold the benchmark calibrates on train.
+
+Only the benchmark uses it: the night's judge is the verdict-token adapter, which the
+engine serves beside the agent's (a reward head would need a second forward path).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+
+import torch
+from datasets import Dataset
+from peft import LoraConfig
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+from trl import RewardConfig, RewardTrainer
+
+from infra.settings import LoraSettings
+from judges.injection import TRAINING, planted
+from judges.types import JudgedItem
+from weights.lora import LLAMA_TARGET_MODULES
+
+Messages = list[dict[str, str]]
+
+
+def exchange(item: JudgedItem) -> Messages:
+    return [
+        {"role": "user", "content": item.input_text},
+        {"role": "assistant", "content": item.output_text},
+    ]
+
+
+def reward_pairs(items: Sequence[JudgedItem], seed: int, injections: bool) -> list[dict]:
+    """(chosen: a passing exchange, rejected: a failing one), the larger side each once,
+    the smaller cycled in a seeded order."""
+    rng = random.Random(seed)
+    passing = [i for i in items if i.human_pass is True]
+    failing = [i for i in items if i.human_pass is False]
+    if injections:
+        failing += [planted(item, TRAINING, rng) for item in failing]
+    if not passing or not failing:
+        raise ValueError("a reward head needs passing and failing labels to pair")
+    rng.shuffle(passing)
+    rng.shuffle(failing)
+    size = max(len(passing), len(failing))
+    return [
+        {
+            "chosen": exchange(passing[n % len(passing)]),
+            "rejected": exchange(failing[n % len(failing)]),
+        }
+        for n in range(size)
+    ]
+
+
+class RewardHead:
+    """A trained reward head and its tokenizer, scoring exchanges in batches."""
+
+    def __init__(self, model, tokenizer, seconds: float, steps: int, pairs: int):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.seconds, self.steps, self.pairs = seconds, steps, pairs
+
+    @torch.no_grad()
+    def p_pass(self, items: Sequence[JudgedItem], batch: int = 8) -> list[float]:
+        out: list[float] = []
+        for start in range(0, len(items), batch):
+            texts = [
+                self.tokenizer.apply_chat_template(exchange(item), tokenize=False)
+                for item in items[start : start + batch]
+            ]
+            inputs = self.tokenizer(texts, return_tensors="pt", padding=True)
+            scores = self.model(**inputs).logits[:, 0].float()
+            out += torch.sigmoid(scores).tolist()
+        return out
+
+
+def train_reward_head(
+    items: Sequence[JudgedItem],
+    base_model_path: str,
+    cfg: LoraSettings,
+    seed: int,
+    injections: bool,
+) -> RewardHead:
+    pairs = reward_pairs(items, seed, injections)
+    started = time.perf_counter()
+    set_seed(seed)  # the head and the LoRA matrices are initialised here
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    model = AutoModelForSequenceClassification.from_pretrained(base_model_path, num_labels=1)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    use_bf16 = torch.cpu._is_avx512_bf16_supported()
+    with tempfile.TemporaryDirectory(prefix="flywheel-reward-head-") as scratch:
+        trainer = RewardTrainer(
+            model=model,
+            args=RewardConfig(
+                output_dir=scratch,
+                per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
+                gradient_accumulation_steps=max(1, cfg.batch_size // cfg.micro_batch_size),
+                num_train_epochs=cfg.epochs,
+                learning_rate=cfg.learning_rate,
+                max_length=cfg.max_seq_length,
+                activation_checkpointing=False,  # as weights.lora: memory is ample, speed is not
+                bf16=use_bf16,
+                use_cpu=True,
+                save_strategy="no",
+                report_to=[],
+                logging_steps=1,
+                disable_tqdm=True,
+                seed=seed,
+                data_seed=seed,
+            ),
+            train_dataset=Dataset.from_list(pairs),
+            processing_class=tokenizer,
+            peft_config=LoraConfig(
+                r=cfg.rank,
+                lora_alpha=cfg.alpha,
+                lora_dropout=cfg.dropout,
+                target_modules=LLAMA_TARGET_MODULES,
+                task_type="SEQ_CLS",  # the score head trains whole beside the adapter
+            ),
+        )
+        steps = trainer.train().global_step
+    return RewardHead(trainer.model, tokenizer, time.perf_counter() - started, steps, len(pairs))
