@@ -29,7 +29,7 @@ instruction raised and the share it flipped to pass (one sentence of `judges.inj
 per reply, seeded; none is a sentence the LoRA judge trained on), and the seconds of training.
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
-        [--heldout-fraction 0.4] [--injections] [--no-align] [--reward-head]
+        [--heldout-fraction 0.4] [--injections] [--no-align] [--no-lora] [--reward-head]
 """
 
 from __future__ import annotations
@@ -181,16 +181,19 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         name = "aligned rubric" + (" (= seed)" if aligned == SEED_RUBRIC else "")
         score = judge_score(lm, aligned)
         arms.append(await measure(name, score, train, heldout, args.seed, seconds))
-    with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
-        lora = await lora_arm(
-            lm, "LoRA judge", SEED_RUBRIC, train, val, heldout, args, Path(scratch) / "seed"
-        )
-        arms.append(lora)
-        if aligned != SEED_RUBRIC:
-            name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
-            arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
-        elif not args.no_align:
-            print("aligned rubric + LoRA judge: alignment kept the seed, so it is the LoRA judge")
+    if not args.no_lora:
+        with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
+            lora = await lora_arm(
+                lm, "LoRA judge", SEED_RUBRIC, train, val, heldout, args, Path(scratch) / "seed"
+            )
+            arms.append(lora)
+            if aligned != SEED_RUBRIC:
+                name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
+                arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
+            elif not args.no_align:
+                print(
+                    "aligned rubric + LoRA judge: alignment kept the seed, so it is the LoRA judge"
+                )
     if args.reward_head:
         arms.append(await reward_head_arm(lm, train, heldout, args))
     return arms
@@ -234,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heldout-fraction", type=float, default=0.4)
     parser.add_argument("--injections", action="store_true")
     parser.add_argument("--no-align", action="store_true", help="skip the aligned-rubric arms")
+    parser.add_argument("--no-lora", action="store_true", help="skip the verdict-token LoRA arms")
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
     )

@@ -31,7 +31,7 @@ from trl import RewardConfig, RewardTrainer
 from infra.settings import LoraSettings
 from judges.injection import TRAINING, planted
 from judges.types import JudgedItem
-from weights.lora import LLAMA_TARGET_MODULES
+from weights.lora import LLAMA_TARGET_MODULES, training_arguments
 
 Messages = list[dict[str, str]]
 
@@ -104,21 +104,10 @@ def train_reward_head(
         trainer = RewardTrainer(
             model=model,
             args=RewardConfig(
-                output_dir=scratch,
-                per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
-                gradient_accumulation_steps=max(1, cfg.batch_size // cfg.micro_batch_size),
-                num_train_epochs=cfg.epochs,
+                **training_arguments(scratch, cfg, use_bf16, seed),
                 learning_rate=cfg.learning_rate,
                 max_length=cfg.max_seq_length,
                 activation_checkpointing=False,  # as weights.lora: memory is ample, speed is not
-                bf16=use_bf16,
-                use_cpu=True,
-                save_strategy="no",
-                report_to=[],
-                logging_steps=1,
-                disable_tqdm=True,
-                seed=seed,
-                data_seed=seed,
             ),
             train_dataset=Dataset.from_list(pairs),
             processing_class=tokenizer,

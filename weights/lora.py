@@ -150,6 +150,27 @@ def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
                 raise ValueError(f"record {i}: field {name!r} must be a non-empty message list")
 
 
+def training_arguments(scratch: str, cfg: LoraSettings, bf16: bool, seed: int) -> dict:
+    """What every trl trainer here is given, whatever its method: the batch (micro-batches
+    accumulated), the length of the run, CPU only, no saves or reports of its own."""
+    return dict(
+        output_dir=scratch,
+        per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
+        gradient_accumulation_steps=math.ceil(cfg.batch_size / cfg.micro_batch_size),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps or -1,  # -1: trl's "epochs decide"
+        bf16=bf16,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        save_strategy="no",
+        report_to=[],
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=seed,
+        data_seed=seed,
+    )
+
+
 # (trl trainer class, its config class, the config's own arguments, the record fields)
 Method = tuple[Callable[..., Any], type, dict, tuple[str, ...]]
 
@@ -197,25 +218,9 @@ def _train(
     shutil.rmtree(partial, ignore_errors=True)  # left by a crashed earlier run
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="flywheel-lora-") as scratch:
-        common = dict(
-            output_dir=scratch,
-            per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
-            gradient_accumulation_steps=math.ceil(cfg.batch_size / cfg.micro_batch_size),
-            num_train_epochs=cfg.epochs,
-            max_steps=cfg.max_steps or -1,  # -1: trl's "epochs decide"
-            bf16=use_bf16,
-            use_cpu=True,
-            dataloader_num_workers=0,
-            save_strategy="no",
-            report_to=[],
-            logging_steps=1,
-            disable_tqdm=True,
-            seed=seed,
-            data_seed=seed,
-        )
         trainer = trainer_class(
             model=model,
-            args=config_class(**common, **specific),
+            args=config_class(**training_arguments(scratch, cfg, use_bf16, seed), **specific),
             train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
             peft_config=peft_config,
