@@ -61,7 +61,7 @@ from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits
 from judges.types import JudgedItem
-from weights.lora import checkpoints, train_sft_adapter
+from weights.lora import saved_adapters, train_sft_adapter
 
 SEED_RUBRIC = SEED_JUDGE_PROMPTS["rubric"]
 
@@ -103,14 +103,20 @@ async def threshold(score: Score, train: list[JudgedItem]) -> float:
     return calibrate_threshold(await score(train), [bool(i.human_pass) for i in train])
 
 
-async def val_kappa(score: Score, train: list[JudgedItem], val: list[JudgedItem]) -> float:
+async def val_kappa(
+    score: Score, train: list[JudgedItem], val: list[JudgedItem]
+) -> tuple[float, float]:
+    """(threshold calibrated on train, kappa on val at it)"""
     cut = await threshold(score, train)
     probs = await score(val)
-    return cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
+    return cut, cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
 
 
-async def measure(name: str, score: Score, train, heldout, seed: int, seconds=0.0) -> Arm:
-    cut = await threshold(score, train)
+async def measure(
+    name: str, score: Score, train, heldout, seed: int, seconds=0.0, cut: float | None = None
+) -> Arm:
+    """Held-out agreement and the injection test; `cut`: the train threshold, if known."""
+    cut = await threshold(score, train) if cut is None else cut
     probs = await score(heldout)
     gold = [bool(i.human_pass) for i in heldout]
     report = agreement_report([p >= cut for p in probs], gold, seed=0)
@@ -159,15 +165,16 @@ async def lora_arm(lm, name, rubric, train, val, heldout, args, scratch: Path) -
     )
     seconds = time.perf_counter() - started
     print(f"{name}: {result.examples} records, {result.steps} steps, {seconds:.0f} s")
-    best: tuple[float, str] | None = None
-    for path in [*checkpoints(result.path), result.path]:
-        kappa = await val_kappa(judge_score(lm, rubric, str(path)), train, val)
+    best: tuple[float, float, str] | None = None  # (val kappa, threshold, checkpoint)
+    for path in saved_adapters(result.path):
+        cut, kappa = await val_kappa(judge_score(lm, rubric, str(path)), train, val)
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
-            best = (kappa, str(path))
+            best = (kappa, cut, str(path))
     assert best is not None
-    score = judge_score(lm, rubric, best[1])
-    return await measure(name, score, train, heldout, args.seed, seconds)
+    _, cut, kept = best
+    score = judge_score(lm, rubric, kept)
+    return await measure(name, score, train, heldout, args.seed, seconds, cut)
 
 
 async def run(args: argparse.Namespace) -> list[Arm]:

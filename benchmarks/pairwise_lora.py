@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.pairwise_scoring import Agreement, VerdictCache, heldout_agreement
@@ -24,7 +24,7 @@ from infra.settings import LoraSettings
 from judges.lora_records import pairwise_records
 from judges.pairwise import PairwiseJudge
 from judges.types import PairwiseItem
-from weights.lora import checkpoints, train_sft_adapter
+from weights.lora import saved_adapters, train_sft_adapter
 
 Split = tuple[list[PairwiseItem], list[PairwiseItem], list[PairwiseItem]]
 
@@ -38,8 +38,8 @@ class LoraArm:
     train_s: float
     threshold: float
     heldout: Agreement
-    checkpoints: dict[str, float] = field(default_factory=dict)  # folder name -> val kappa
-    kept: str = ""  # the checkpoint read on held-out
+    checkpoints: dict[str, float]  # folder name -> val kappa
+    kept: str  # the checkpoint read on held-out
 
     @property
     def val_kappa(self) -> float:
@@ -67,7 +67,7 @@ async def lora_arm(
     seconds = time.perf_counter() - started
     scored: dict[str, float] = {}
     best: tuple[float, float, Path] | None = None  # (val kappa, threshold, checkpoint)
-    for path in [*checkpoints(result.path), result.path]:
+    for path in saved_adapters(result.path):
         threshold, kappa = await cache.fit(lm, prompts, train, val, chunk, str(path))
         scored[path.name] = kappa
         if best is None or kappa > best[0]:

@@ -30,7 +30,7 @@ from judges.judge_lora import JudgeLora, judge_lora_step
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.splits import judge_splits
 from judges.types import JudgedItem
-from weights.lora import checkpoints
+from weights.lora import saved_adapters
 from weights.round import LoraRound, ServedAdapter, lora_round, train_once
 
 OnEvent = Callable[[Any], None] | None
@@ -136,7 +136,7 @@ async def judge_lora_stage(
             "sft", rt.lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed
         )
         await release_free_heap()
-        return [*checkpoints(folder), folder]
+        return saved_adapters(folder)
 
     return await judge_lora_step(
         rt.lm, alignment, train, val, heldout, train_adapter, seed, cfg.injections

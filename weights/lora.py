@@ -251,6 +251,11 @@ def checkpoints(adapter_dir: Path) -> list[Path]:
     return sorted(found, key=lambda path: int(path.name.removeprefix("step-")))
 
 
+def saved_adapters(adapter_dir: Path) -> list[Path]:
+    """Every adapter a training run saved, in step order: its checkpoints, then its end."""
+    return [*checkpoints(adapter_dir), Path(adapter_dir)]
+
+
 class _Checkpoints(TrainerCallback):
     """Saves the adapter (only it) at `count - 1` evenly spaced steps before the end, so
     that the round can keep the one the judge scores best: early stopping, read after."""
