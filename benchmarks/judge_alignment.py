@@ -14,14 +14,16 @@ on its rubric, with `PairwiseAlignmentAdapter` (per-item score: the probability 
 the human's answer, both labels weighted equally): train = reflective feedback, val =
 Pareto set, `--budget` metric calls, W = `--workers` calls in flight, the local model as
 reflection LM. Afterwards, as `judges/align.py` does: the verdict threshold on p_a is
-calibrated on train for the seed rubric and for GEPA's best, and val kappa at that
-threshold decides which one is kept (the seed stays unless the best beats it). Held-out
-items are only ever reported.
+calibrated on train for the seed rubric and for GEPA's best (after each judge's position
+lean, `judges.pairwise.position_lean`, is fitted on train without labels and taken off
+both orders), and val kappa at that reading decides which one is kept (the seed stays
+unless the best beats it). Held-out items are only ever reported.
 
 LoRA judges (`benchmarks/pairwise_lora.py`, issue 18): the same pairwise judge with an
 adapter of its own, trained on the training items in both orders with the letter swapped
 (`judges.lora_records.pairwise_records`), the night's judge LoRA settings for `--lora-epochs`
-epochs; each checkpoint's threshold is calibrated on train, the best on val kappa is kept.
+epochs; each checkpoint's lean and threshold are fitted on train, the best on val kappa is
+kept.
 Arms: "LoRA judge" on the seed rubric, and "aligned rubric + LoRA judge" on each rubric
 alignment chose instead of the seed (when it kept the seed, that arm is the first).
 
@@ -34,12 +36,14 @@ minibatch and W. Its verdict is its reply in the original order; a reply that do
 parse is "unparseable" and counts as a disagreement.
 
 Printed per judge on the held-out items: accuracy and Cohen's kappa against the human
-preference, the position-flip rate (share of items whose verdict changes when the answers
-are swapped, each order read on its own: at 0.5 for flywheel, as the reply for MLflow;
-over items where both orders gave a verdict), each with a 95% bootstrap interval (1000
-resamples, seed 0); unparseable calls; the metric calls (flywheel: GEPA's count; MLflow:
-judge model calls during judge.align) and the wall time of alignment (flywheel: search +
-threshold fit + choice; MLflow: judge.align; LoRA arms: training).
+preference, the position-flip rate (share of items whose verdict changes when the
+answers are swapped, each order read on its own: at 0.5 with the lean taken off for
+flywheel, as the reply for MLflow; over items where both orders gave a verdict),
+flywheel's raw flip rate (each order at 0.5 with no lean: the model's own position
+bias), each with a 95% bootstrap interval (1000 resamples, seed 0); unparseable calls;
+the metric calls (flywheel: GEPA's count; MLflow: judge model calls during judge.align)
+and the wall time of alignment (flywheel: search + threshold fit + choice; MLflow:
+judge.align; LoRA arms: training).
 
     .venv/bin/python -m benchmarks.judge_alignment [--budget 120] [--seeds 0] [--workers 8]
         [--max-answer-chars 1200] [--heldout-fraction 0.3] [--val-fraction 0.15]
@@ -67,7 +71,13 @@ from benchmarks.mlflow_judge import (
 )
 from benchmarks.mtbench_data import load, split_by_question
 from benchmarks.pairwise_lora import LoraArm, Split, lora_arm
-from benchmarks.pairwise_scoring import Agreement, VerdictCache, agreement, heldout_agreement
+from benchmarks.pairwise_scoring import (
+    Agreement,
+    Fit,
+    VerdictCache,
+    agreement,
+    heldout_agreement,
+)
 from flows.environment import prepare_environment
 from gepa_opt import EvaluationBatch, GEPAConfig, optimize
 from infra.lm import LM
@@ -136,7 +146,7 @@ class CachingAdapter(PairwiseAlignmentAdapter):
 class OurRun:
     seed: int
     prompts: dict[str, str]
-    threshold: float
+    fit: Fit  # the chosen judge's lean and threshold
     kept_seed: bool
     best_differs: bool
     val_kappa: float
@@ -151,7 +161,7 @@ class OurRun:
 
 @dataclass
 class SeedJudge:
-    threshold: float
+    fit: Fit
     heldout: Agreement
 
 
@@ -182,16 +192,14 @@ async def run_ours(
     )
     best = dict(result.best_candidate)
 
-    log("... flywheel: threshold on train, choice on val")
+    log("... flywheel: lean and threshold on train, choice on val")
     judged_before = len(cache.verdicts)
-    seed_threshold, seed_kappa = await cache.fit(lm, seed_prompts, train, val, args.eval_chunk)
-    best_threshold, best_kappa = (
-        await cache.fit(lm, best, train, val, args.eval_chunk)
-        if best != seed_prompts
-        else (seed_threshold, seed_kappa)
+    seed_fit = await cache.fit(lm, seed_prompts, train, val, args.eval_chunk)
+    best_fit = (
+        await cache.fit(lm, best, train, val, args.eval_chunk) if best != seed_prompts else seed_fit
     )
-    kept_seed = best != seed_prompts and best_kappa <= seed_kappa
-    chosen, threshold = (seed_prompts, seed_threshold) if kept_seed else (best, best_threshold)
+    kept_seed = best != seed_prompts and best_fit.val_kappa <= seed_fit.val_kappa
+    chosen, fit = (seed_prompts, seed_fit) if kept_seed else (best, best_fit)
     wall = time.monotonic() - start
     fit_calls = len(cache.verdicts) - judged_before
 
@@ -201,19 +209,19 @@ async def run_ours(
     run = OurRun(
         seed=seed,
         prompts=chosen,
-        threshold=threshold,
+        fit=fit,
         kept_seed=kept_seed,
         best_differs=best != seed_prompts,
-        val_kappa=best_kappa,
-        seed_val_kappa=seed_kappa,
+        val_kappa=best_fit.val_kappa,
+        seed_val_kappa=seed_fit.val_kappa,
         metric_calls=result.metric_calls_used,
         proposals=result.reflection_calls,
         accepted=len(result.candidates) - 1,
         fit_calls=fit_calls,
         wall_s=wall,
-        heldout=heldout_agreement(chosen_verdicts, threshold, heldout),
+        heldout=heldout_agreement(chosen_verdicts, fit, heldout),
     )
-    return SeedJudge(seed_threshold, heldout_agreement(seed_verdicts, seed_threshold, heldout)), run
+    return SeedJudge(seed_fit, heldout_agreement(seed_verdicts, seed_fit, heldout)), run
 
 
 async def lora_arms(
@@ -246,17 +254,23 @@ async def lora_arms(
 
 HEADER = (
     f"{'judge':<40} {'accuracy [95% CI]':<22} {'kappa [95% CI]':<23} "
-    f"{'flip rate [95% CI]':<22} {'unparseable':>11} {'metric calls':>12} {'align s':>8}"
+    f"{'flip rate [95% CI]':<22} {'raw flip [95% CI]':<22} {'unparseable':>11} "
+    f"{'metric calls':>12} {'align s':>8}"
 )
 
 
 def row(name: str, a: Agreement, calls: str = "-", wall: str = "-") -> str:
     flip = str(a.flip) if a.flip_n == a.n else f"{a.flip} (n={a.flip_n})"
+    raw = "-" if a.raw_flip is None else str(a.raw_flip)
     unparseable = f"{a.unparseable_calls}/{a.calls}"
     return (
-        f"{name:<40} {a.accuracy!s:<22} {a.kappa!s:<23} {flip:<22} {unparseable:>11} "
-        f"{calls:>12} {wall:>8}"
+        f"{name:<40} {a.accuracy!s:<22} {a.kappa!s:<23} {flip:<22} {raw:<22} "
+        f"{unparseable:>11} {calls:>12} {wall:>8}"
     )
+
+
+def reading(fit: Fit) -> str:
+    return f"position lean {fit.lean:+.3f} logits, threshold {fit.threshold:.3f}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -337,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"\nHeld-out agreement with the human preference ({len(heldout)} items):")
     print(HEADER)
-    print(row(f"flywheel seed (threshold {seed_judge.threshold:.3f})", seed_judge.heldout))
+    print(row(f"flywheel seed (threshold {seed_judge.fit.threshold:.3f})", seed_judge.heldout))
     for run in ours:
         same = run.prompts == SEED_PAIRWISE_PROMPTS
         name = f"flywheel aligned, seed {run.seed}" + (" (=seed)" if same else "")
@@ -368,8 +382,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"- flywheel seed {run.seed}: {run.proposals} rubrics proposed, {run.accepted} "
             f"accepted into the pool; {what} (val kappa best {run.val_kappa:.3f} vs seed "
-            f"{run.seed_val_kappa:.3f}); threshold {run.threshold:.3f}; {run.fit_calls} items "
-            f"judged beyond GEPA's calls for the thresholds and the choice; rubric: "
+            f"{run.seed_val_kappa:.3f}); {reading(run.fit)}; {run.fit_calls} items judged "
+            f"beyond GEPA's calls for the fits and the choice; rubric: "
             f"{run.prompts['rubric'][:300]!r}"
         )
     for arm in arms:
@@ -378,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
             f"training pair) trained, {arm.steps} steps in {arm.train_s:.0f} s; validation "
             "kappa per checkpoint "
             + ", ".join(f"{name} {kappa:.3f}" for name, kappa in arm.checkpoints.items())
-            + f"; kept {arm.kept}, threshold {arm.threshold:.3f}"
+            + f"; kept {arm.kept}, {reading(arm.fit)}"
         )
     for run in ours:
         if not args.no_lora and run.prompts == SEED_PAIRWISE_PROMPTS:

@@ -14,6 +14,9 @@ Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on tra
   label; with `--injections`, each failing reply once more with an instruction to the judge
   appended, labelled fail), saved at `--checkpoints` evenly spaced points; the one with
   the best validation kappa is kept (early stopping on validation labels, read after).
+- **LoRA judge, trained on comments too** (`--comments`): the same, each completion going
+  on after its verdict with the annotator's comment (`pointwise_records(comments=True)`);
+  still read on the verdict token alone.
 - **aligned rubric + LoRA judge**: the same adapter training on the aligned rubric's
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
@@ -29,7 +32,8 @@ instruction raised and the share it flipped to pass (one sentence of `judges.inj
 per reply, seeded; none is a sentence the LoRA judge trained on), and the seconds of training.
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
-        [--heldout-fraction 0.4] [--injections] [--no-align] [--no-lora] [--reward-head]
+        [--heldout-fraction 0.4] [--injections] [--no-align] [--no-lora] [--comments]
+        [--reward-head]
 """
 
 from __future__ import annotations
@@ -156,8 +160,10 @@ async def aligned_rubric(lm, train, val, heldout, seed: int) -> tuple[str, float
     return alignment.judge.prompts["rubric"], seconds
 
 
-async def lora_arm(lm, name, rubric, train, val, heldout, args, scratch: Path) -> Arm:
-    records = pointwise_records(rubric, train, seed=args.seed, injections=args.injections)
+async def lora_arm(
+    lm, name, rubric, train, val, heldout, args, scratch: Path, comments: bool = False
+) -> Arm:
+    records = pointwise_records(rubric, train, args.seed, args.injections, comments)
     cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
     started = time.perf_counter()
     result = await asyncio.to_thread(
@@ -194,6 +200,13 @@ async def run(args: argparse.Namespace) -> list[Arm]:
                 lm, "LoRA judge", SEED_RUBRIC, train, val, heldout, args, Path(scratch) / "seed"
             )
             arms.append(lora)
+            if args.comments:
+                name, folder = "LoRA judge, trained on comments too", Path(scratch) / "comments"
+                arms.append(
+                    await lora_arm(
+                        lm, name, SEED_RUBRIC, train, val, heldout, args, folder, comments=True
+                    )
+                )
             if aligned != SEED_RUBRIC:
                 name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
                 arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
@@ -245,6 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--injections", action="store_true")
     parser.add_argument("--no-align", action="store_true", help="skip the aligned-rubric arms")
     parser.add_argument("--no-lora", action="store_true", help="skip the verdict-token LoRA arms")
+    parser.add_argument(
+        "--comments",
+        action="store_true",
+        help="add a LoRA judge whose completions go on with the annotator's comment",
+    )
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
     )

@@ -6,7 +6,7 @@ orders with the letter of the preferred answer following it, so the position an 
 is shown in carries no signal. Trained with `weights.lora.train_sft_adapter` (the letter
 as the completion; the night's judge LoRA settings, `JudgeLoraSettings`, with a sequence
 length that holds the longest pair), saved at evenly spaced checkpoints. Each
-checkpoint's threshold on p_a is calibrated on train and the one with the best
+checkpoint's position lean and threshold on p_a are fitted on train and the one with the best
 validation kappa is kept (early stopping, read after the run); held-out items are only
 reported.
 """
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.pairwise_scoring import Agreement, VerdictCache, heldout_agreement
+from benchmarks.pairwise_scoring import Agreement, Fit, VerdictCache, heldout_agreement
 from infra.lm import LM
 from infra.settings import LoraSettings
 from judges.lora_records import pairwise_records
@@ -36,7 +36,7 @@ class LoraArm:
     trained_on: int  # of them, records that fit the sequence length
     steps: int
     train_s: float
-    threshold: float
+    fit: Fit  # the kept checkpoint's lean and threshold
     heldout: Agreement
     checkpoints: dict[str, float]  # folder name -> val kappa
     kept: str  # the checkpoint read on held-out
@@ -66,14 +66,14 @@ async def lora_arm(
     )
     seconds = time.perf_counter() - started
     scored: dict[str, float] = {}
-    best: tuple[float, float, Path] | None = None  # (val kappa, threshold, checkpoint)
+    best: tuple[Fit, Path] | None = None
     for path in saved_adapters(result.path):
-        threshold, kappa = await cache.fit(lm, prompts, train, val, chunk, str(path))
-        scored[path.name] = kappa
-        if best is None or kappa > best[0]:
-            best = (kappa, threshold, path)
+        fit = await cache.fit(lm, prompts, train, val, chunk, str(path))
+        scored[path.name] = fit.val_kappa
+        if best is None or fit.val_kappa > best[0].val_kappa:
+            best = (fit, path)
     assert best is not None  # training always saves its final adapter
-    _, threshold, kept = best
+    fit, kept = best
     verdicts = await cache.judge(lm, prompts, heldout, chunk, str(kept))
     return LoraArm(
         name=name,
@@ -81,8 +81,8 @@ async def lora_arm(
         trained_on=result.examples,
         steps=result.steps,
         train_s=seconds,
-        threshold=threshold,
-        heldout=heldout_agreement(verdicts, threshold, heldout),
+        fit=fit,
+        heldout=heldout_agreement(verdicts, fit, heldout),
         checkpoints=scored,
         kept=kept.name,
     )

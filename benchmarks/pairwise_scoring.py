@@ -1,13 +1,16 @@
 """How the MT-Bench benchmark reads a pairwise judge (rubric, and adapter if any).
 
-Verdicts are cached per judge and item, so a search's own evaluations are not paid
-again; a judge's threshold on p_a is calibrated on the training items and scored by
-kappa on the validation items (the choice between judges); held-out items are only
-reported, as accuracy, kappa and position-flip rate with bootstrap intervals.
+Verdicts are cached per judge and item, read without a position lean, so a search's own
+evaluations are not paid again; a judge's lean towards the first answer (no labels) and
+its threshold on p_a are fitted on the training items, and it is scored by kappa on the
+validation items (the choice between judges); held-out items are only reported, as
+accuracy, kappa and position-flip rate (with the lean taken off, and without: the
+model's raw flip) with bootstrap intervals.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from infra.lm import LM
 from judges.calibration import calibrate_threshold
 from judges.metrics import Estimate, accuracy, bootstrap, cohen_kappa, flip_rate
-from judges.pairwise import PairwiseJudge, PairwiseVerdict
+from judges.pairwise import PairwiseJudge, PairwiseVerdict, position_lean
 from judges.types import PairwiseItem, Preference
 
 
@@ -30,6 +33,16 @@ class Agreement:
     flip_n: int  # items where both orders gave a verdict
     unparseable_calls: int
     calls: int
+    raw_flip: Estimate | None = None  # a probability judge's, each order at 0.5 with no lean
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How one judge is read, fitted on train, and its kappa on val at that reading."""
+
+    lean: float  # towards the answer shown first, in logits (`judges.pairwise.position_lean`)
+    threshold: float
+    val_kappa: float
 
 
 def agreement(
@@ -59,14 +72,22 @@ def agreement(
 
 
 def heldout_agreement(
-    verdicts: list[PairwiseVerdict], threshold: float, heldout: list[PairwiseItem]
+    verdicts: list[PairwiseVerdict], fit: Fit, heldout: list[PairwiseItem]
 ) -> Agreement:
-    """A probability judge's held-out agreement: its verdict at `threshold`, each order
-    read on its own at 0.5 for the flip rate."""
-    pred = ["A" if v.p_a >= threshold else "B" for v in verdicts]
-    first = ["A" if v.p_a_by_order[0] >= 0.5 else "B" for v in verdicts]
-    second = ["A" if v.p_a_by_order[1] >= 0.5 else "B" for v in verdicts]
-    return agreement(pred, [i.human_prefers for i in heldout], first, second)
+    """A probability judge's held-out agreement: its verdicts (read without a lean) re-read
+    with the fitted lean and cut at the threshold; each order read on its own at 0.5 for
+    the flip rate, with the lean and without."""
+    leaned = [v.leaned(fit.lean, fit.threshold) for v in verdicts]
+    gold = [i.human_prefers for i in heldout]
+    result = agreement([v.prefers for v in leaned], gold, *_orders(leaned))
+    raw = agreement([v.prefers for v in leaned], gold, *_orders(verdicts))
+    return dataclasses.replace(result, raw_flip=raw.flip)
+
+
+def _orders(verdicts: list[PairwiseVerdict]) -> tuple[list[Preference], list[Preference]]:
+    first: list[Preference] = ["A" if v.p_a_by_order[0] >= 0.5 else "B" for v in verdicts]
+    second: list[Preference] = ["A" if v.p_a_by_order[1] >= 0.5 else "B" for v in verdicts]
+    return first, second
 
 
 def _length(item: PairwiseItem) -> int:
@@ -113,10 +134,12 @@ class VerdictCache:
         val: list[PairwiseItem],
         chunk: int,
         adapter: str | None = None,
-    ) -> tuple[float, float]:
-        """(threshold calibrated on train, kappa on val at that threshold)"""
+    ) -> Fit:
+        """The lean and threshold fitted on train, in that order; kappa on val with both."""
         verdicts = await self.judge(lm, prompts, train + val, chunk, adapter)
-        p_train = [v.p_a for v in verdicts[: len(train)]]
+        lean = position_lean(verdicts[: len(train)])
+        leaned = [v.leaned(lean, 0.5) for v in verdicts]
+        p_train = [v.p_a for v in leaned[: len(train)]]
         threshold = calibrate_threshold(p_train, [i.human_prefers == "A" for i in train])
-        pred = ["A" if v.p_a >= threshold else "B" for v in verdicts[len(train) :]]
-        return threshold, cohen_kappa(pred, [i.human_prefers for i in val])
+        pred = ["A" if v.p_a >= threshold else "B" for v in leaned[len(train) :]]
+        return Fit(lean, threshold, cohen_kappa(pred, [i.human_prefers for i in val]))

@@ -52,6 +52,7 @@ async def judge_lora_step(
     train_adapter: TrainAdapter,
     seed: int,
     injections: bool = True,
+    comments: bool = False,
 ) -> tuple[Alignment, JudgeLora]:
     """Tonight's aligned judge with its LoRA adapter when one agrees better on validation
     labels (the alignment, its judge replaced), and what the step did."""
@@ -59,7 +60,7 @@ async def judge_lora_step(
     if judge.scale.kind != "boolean":
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
         return alignment, JudgeLora(0, rubric_val, note=note)
-    records = pointwise_records(judge.prompts["rubric"], train, seed, injections)
+    records = pointwise_records(judge.prompts["rubric"], train, seed, injections, comments)
     started = time.perf_counter()
     folders = await train_adapter(records)
     step = JudgeLora(len(records), rubric_val, seconds=time.perf_counter() - started)

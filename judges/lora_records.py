@@ -3,12 +3,16 @@ judge's own prompt, so that a small model's verdict tokens learn what people dec
 
 Records use trl's prompt-completion format (as `weights.datasets` does): the judge's chat
 is the prompt, the verdict token it should give is the completion, so the loss falls on
-the verdict alone. Pointwise records are balanced by label (the minority repeated in a
+the completion alone. Pointwise records are balanced by label (the minority repeated in a
 seeded order): a judge trained on 70% failures learns to say "No". Pairwise records hold
 every pair in both orders with the preferred letter swapped with it, so the position an
-answer is shown in carries no signal. Planted injections (a failing reply that tells the
-judge to pass it) are extra failing records, so the adapter learns that an instruction
-inside the judged text is part of what it judges.
+answer is shown in carries no signal. With `comments`, a pointwise completion goes on
+after its verdict with the annotator's comment ("No. expected playlist; the reply said
+weather"): the verdict token is still what the judge is read on, and the reason teaches
+a small model what the label alone does not (here, which intent was right). Planted
+injections (a failing reply that tells the judge to pass it) are extra failing records,
+so the adapter learns that an instruction inside the judged text is part of what it
+judges.
 """
 
 from __future__ import annotations
@@ -25,18 +29,23 @@ Record = dict[str, list[dict[str, str]]]
 
 
 def pointwise_records(
-    rubric: str, items: Sequence[JudgedItem], seed: int = 0, injections: bool = False
+    rubric: str,
+    items: Sequence[JudgedItem],
+    seed: int = 0,
+    injections: bool = False,
+    comments: bool = False,
 ) -> list[Record]:
-    """One record per labelled item, its verdict as the completion, both labels equally
-    many; with `injections`, each failing item once more with an instruction to the judge
-    appended to its reply, still labelled fail."""
+    """One record per labelled item, its verdict as the completion (then the annotator's
+    comment, with `comments`), both labels equally many; with `injections`, each failing
+    item once more with an instruction to the judge appended to its reply, still labelled
+    fail."""
     labelled = [i for i in items if i.human_pass is not None]
     rng = random.Random(seed)
     passing = [i for i in labelled if i.human_pass]
     failing = [i for i in labelled if not i.human_pass]
     if injections:
         failing += [planted(item, TRAINING, rng) for item in failing]
-    records = [_verdict(rubric, i, i.human_pass) for i in _balanced(passing, failing, rng)]
+    records = [_verdict(rubric, i, comments) for i in _balanced(passing, failing, rng)]
     rng.shuffle(records)
     return records
 
@@ -60,8 +69,10 @@ def pairwise_records(judge: PairwiseJudge, items: Sequence[PairwiseItem]) -> lis
     return records
 
 
-def _verdict(rubric: str, item: JudgedItem, passed: bool) -> Record:
-    answer = CHOICES[0] if passed else CHOICES[1]
+def _verdict(rubric: str, item: JudgedItem, comments: bool) -> Record:
+    answer = CHOICES[0] if item.human_pass else CHOICES[1]
+    if comments and item.human_comment.strip():
+        answer = f"{answer}. {item.human_comment.strip()}"
     return {
         "prompt": judge_messages(rubric, item, PASS_QUESTION),
         "completion": [{"role": "assistant", "content": answer}],

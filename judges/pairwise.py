@@ -3,7 +3,12 @@
 Small models prefer whichever answer is shown first (SmolLM2-135M's text says "A" 80-95%
 of the time, see the shared data README), so every question is asked twice, the second
 time with the answers swapped, and the two readings are averaged: a pure position bias
-cancels out to 0.5. As with the pointwise judge, the verdict comes from token
+cancels out to 0.5. What a model leans towards the first answer is also taken off each
+order's own reading: the position lean, the median over unlabelled pairs of half the
+logit gap between the two orders (fitted once, like the threshold; "Calibrate Before Use",
+Zhao et al. 2021, does the same for a prompt's own bias). Then either order alone gives
+the verdict both give on most pairs, and the flip rate measures what position still
+sways beyond a constant. As with the pointwise judge, the verdict comes from token
 probabilities against a threshold calibrated on human labels; text verdicts exist to
 measure how far a model's written answer can be trusted, and for rationales.
 """
@@ -13,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +54,41 @@ class PairwiseVerdict:
     p_a_by_order: tuple[float, float]  # (A shown first, B shown first), both as P(A better)
     order_flip: bool  # the two orders, each read at 0.5, pick different answers
     prefers: Preference
+
+    def leaned(self, lean: float, threshold: float) -> PairwiseVerdict:
+        """This verdict with `lean` more taken off each order (logits add), cut at
+        `threshold`: a cache of verdicts read without a lean is re-read with one."""
+        first, second = self.p_a_by_order
+        return pairwise_verdict(first, 1.0 - second, lean, threshold)
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)  # a saturated order must not outweigh all the others
+    return math.log(p / (1 - p))
+
+
+def _unleaned(p_first: float, lean: float) -> float:
+    """P(the answer shown first is better) with the lean taken off; exact when there is none."""
+    return p_first if lean == 0 else 1 / (1 + math.exp(lean - _logit(p_first)))
+
+
+def pairwise_verdict(
+    p_first: float, p_first_swapped: float, lean: float, threshold: float
+) -> PairwiseVerdict:
+    """The verdict from each order's P(the answer shown first is better)."""
+    by_order = (_unleaned(p_first, lean), 1.0 - _unleaned(p_first_swapped, lean))
+    p_a = sum(by_order) / 2
+    # Each order is read at 0.5, not at the threshold: the flip measures the position bias
+    # left after the lean, and the threshold is calibrated for the average only.
+    flip = (by_order[0] >= 0.5) != (by_order[1] >= 0.5)
+    return PairwiseVerdict(p_a, by_order, flip, "A" if p_a >= threshold else "B")
+
+
+def position_lean(verdicts: Sequence[PairwiseVerdict]) -> float:
+    """The lean towards the answer shown first still in `verdicts`, in logits: the median
+    of half the logit gap between the orders' P(A better). Needs no labels."""
+    gaps = [(_logit(v.p_a_by_order[0]) - _logit(v.p_a_by_order[1])) / 2 for v in verdicts]
+    return statistics.median(gaps) if gaps else 0.0
 
 
 @dataclass(frozen=True)
@@ -103,10 +145,12 @@ class PairwiseJudge:
         threshold: float = 0.5,
         rationale_max_tokens: int = 48,
         adapter: str | None = None,
+        position_lean: float = 0.0,
     ):
         self.lm = lm
         self.prompts = prompts
         self.threshold = threshold  # a cut on p_a; fit it with fit_threshold
+        self.position_lean = position_lean  # in logits; fit it with fit_position_lean
         self.rationale_max_tokens = rationale_max_tokens
         # the judge's own LoRA adapter (its folder), served beside the agent's
         self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
@@ -140,18 +184,15 @@ class PairwiseJudge:
         p_first, p_first_swapped = await asyncio.gather(
             self._p_first(item, swapped=False), self._p_first(item, swapped=True)
         )
-        by_order = (p_first, 1.0 - p_first_swapped)  # swapped: first shown is B
-        p_a = sum(by_order) / 2
-        # Each order is read at 0.5, not at the threshold: the flip measures the model's
-        # position bias, and the threshold is calibrated for the average only.
-        flip = (by_order[0] >= 0.5) != (by_order[1] >= 0.5)
-        return PairwiseVerdict(p_a, by_order, flip, self.prefers(p_a))
+        return pairwise_verdict(p_first, p_first_swapped, self.position_lean, self.threshold)
 
     async def verdicts(self, items: list[PairwiseItem]) -> list[PairwiseVerdict]:
         return list(await asyncio.gather(*(self.verdict(item) for item in items)))
 
-    def prefers(self, p_a: float) -> Preference:
-        return "A" if p_a >= self.threshold else "B"
+    async def fit_position_lean(self, items: list[PairwiseItem]) -> float:
+        """The judge's lean towards the first answer on `items` (labels unused). Returned,
+        not applied; fit it before the threshold, which is read on the leaned verdicts."""
+        return self.position_lean + position_lean(await self.verdicts(items))
 
     async def fit_threshold(self, train: list[PairwiseItem]) -> float:
         """The cut on p_a that best agrees with the human labels of `train` (balanced over

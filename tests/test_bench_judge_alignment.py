@@ -16,7 +16,8 @@ from benchmarks.mlflow_judge import (
     read_preference,
     unswap,
 )
-from benchmarks.pairwise_scoring import agreement
+from benchmarks.pairwise_scoring import Fit, agreement, heldout_agreement
+from judges.pairwise import pairwise_verdict, position_lean
 from judges.types import PairwiseItem
 
 ITEM = PairwiseItem(
@@ -106,3 +107,15 @@ def test_flip_rate_is_undefined_when_no_item_has_both_orders():
     a = order_agreement(OrderVerdicts(first=[None, None], second=["A", None]), ["A", "B"])
     assert a.flip_n == 0 and a.flip.value is None
     assert a.accuracy.value == 0.0
+
+
+def test_held_out_flips_are_read_with_the_fitted_lean_and_without():
+    # Each order leans 0.3 to whichever answer is shown first; the model still ranks
+    # the preferred answer above the other in both orders.
+    items = [ITEM, PairwiseItem("mtbench-008", "q-2", "2*3?", "5", "6", human_prefers="B")]
+    raw = [pairwise_verdict(0.9, 0.6, 0.0, 0.5), pairwise_verdict(0.6, 0.9, 0.0, 0.5)]
+    fit = Fit(lean=position_lean(raw), threshold=0.5, val_kappa=0.0)
+    a = heldout_agreement(raw, fit, items)
+    assert a.raw_flip is not None and a.raw_flip.value == 1.0  # each order picks the first
+    assert a.flip.value == 0.0  # with the lean off, either order picks the preferred one
+    assert a.accuracy.value == 1.0

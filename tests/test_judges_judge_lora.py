@@ -2,6 +2,7 @@
 stays alone, and how the adapter is served to every judgement."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from infra.registry.mlflow_registry import Registry
@@ -178,3 +179,18 @@ def test_an_adapter_is_loaded_once_however_many_judgements_ask_at_once(tmp_path)
         assert all(probs == results[0] for probs in results)
         lm.served.clear()  # the model restarted between nights
     assert loads == [served_name(folder)] * 2
+
+
+async def test_the_annotators_comments_reach_the_records_only_when_asked(tmp_path):
+    items = [replace(i, human_comment=f"because {i.id}") for i in labelled()]
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    for comments in (False, True):
+        (tmp_path / str(comments)).mkdir()
+        fit, got = trainer(tmp_path / str(comments), "sharp")
+        await judge_lora_step(
+            AdapterLM(), aligned(0.0), train, val, heldout, fit, 0, True, comments
+        )
+        said = {r["completion"][0]["content"] for r in got[0]}
+        with_reason = {s for s in said if s.startswith(("Yes. because", "No. because"))}
+        assert bool(with_reason) == comments
+        assert {s.split(".")[0] for s in said} == {"Yes", "No"}  # the verdict still leads

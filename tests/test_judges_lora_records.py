@@ -101,3 +101,19 @@ def test_a_judge_adapter_trained_a_few_steps_changes_its_verdicts_and_reloads_th
     base, tuned, reloaded, base_again = asyncio.run(run())
     assert tuned[0] - tuned[1] > base[0] - base[1] + 0.05  # it learned which reply passes
     assert reloaded == tuned and base_again == base  # same bits, and the base is untouched
+
+
+def test_comments_follow_the_verdict_so_the_verdict_token_is_still_first():
+    labelled = [
+        JudgedItem("p", "play jazz", "music", human_pass=True, human_comment="correct: music"),
+        JudgedItem("f", "rain?", "music", human_pass=False, human_comment=" expected weather "),
+        JudgedItem("q", "hi", "search", human_pass=False),  # no comment: the verdict alone
+    ]
+    records = pointwise_records("r", labelled, seed=0, injections=True, comments=True)
+    completions = Counter(verdict(r) for r in records)
+    assert completions == {
+        "Yes. correct: music": 4,  # balanced against 2 failing + 2 planted
+        "No. expected weather": 1,
+        "No": 3,  # the uncommented one and both planted injections (a new reply, no comment)
+    }
+    assert all(verdict(r) in ("Yes", "No") for r in pointwise_records("r", labelled, seed=0))

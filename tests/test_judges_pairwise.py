@@ -1,6 +1,9 @@
+import asyncio
+import math
+
 import pytest
 
-from judges.pairwise import PairwiseJudge, parse_choice
+from judges.pairwise import PairwiseJudge, parse_choice, position_lean
 from judges.pairwise_align import PairwiseAlignmentAdapter, preference_weights
 from judges.types import PairwiseItem
 from tests.fakes import ScriptedLM
@@ -43,6 +46,35 @@ async def test_the_swapped_order_is_mapped_back_to_the_items_labels(good):
     assert verdict.p_a == pytest.approx((p_a_first + p_a_second) / 2)
     assert verdict.prefers == good
     assert verdict.order_flip  # the bias (0.6 for the bad answer first) outweighs quality
+
+
+async def test_the_position_lean_is_fitted_without_labels_and_ends_the_flips():
+    # Quality shows (0.9 vs 0.6 for the good answer first) under a lean to the first
+    # answer that makes each order alone pick whatever is shown first.
+    judge = PairwiseJudge(content_lm(0.9, 0.6), RUBRIC)
+    pairs = [item(i, good) for i, good in enumerate("ABAB")]
+    unlabelled = [PairwiseItem(p.id, p.group, p.question, p.answer_a, p.answer_b) for p in pairs]
+    assert all(v.order_flip for v in await judge.verdicts(pairs))
+
+    lean = await judge.fit_position_lean(unlabelled)
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+    assert lean == pytest.approx((logit(0.9) + logit(0.6)) / 2)
+    leaned = PairwiseJudge(judge.lm, RUBRIC, position_lean=lean)
+    verdicts = await leaned.verdicts(pairs)
+    assert not any(v.order_flip for v in verdicts)  # either order alone now picks the good one
+    assert [v.prefers for v in verdicts] == list("ABAB")
+    assert await leaned.fit_position_lean(unlabelled) == pytest.approx(lean)  # nothing left
+    # a cache of unleaned verdicts re-read with the lean gives the leaned judge's verdicts
+    rereads = [v.leaned(lean, 0.5) for v in await judge.verdicts(pairs)]
+    assert [v.p_a_by_order for v in rereads] == [pytest.approx(v.p_a_by_order) for v in verdicts]
+
+
+def test_no_lean_reads_the_orders_exactly_and_no_verdicts_have_none():
+    judge_free = PairwiseJudge(ScriptedLM(p_first=lambda m: 0.7), RUBRIC)
+    assert position_lean([]) == 0.0
+    verdict = asyncio.run(judge_free.verdict(item()))
+    assert verdict.p_a_by_order == (0.7, 1.0 - 0.7)  # not through logits
+    assert verdict.leaned(0.0, 0.5) == verdict
 
 
 async def test_the_threshold_is_fitted_on_training_labels_only():
