@@ -80,8 +80,7 @@ def heldout_agreement(
     leaned = [v.leaned(fit.lean, fit.threshold) for v in verdicts]
     gold = [i.human_prefers for i in heldout]
     result = agreement([v.prefers for v in leaned], gold, *_orders(leaned))
-    raw = agreement([v.prefers for v in leaned], gold, *_orders(verdicts))
-    return dataclasses.replace(result, raw_flip=raw.flip)
+    return dataclasses.replace(result, raw_flip=bootstrap(flip_rate, *_orders(verdicts)))
 
 
 def _orders(verdicts: list[PairwiseVerdict]) -> tuple[list[Preference], list[Preference]]:
