@@ -26,6 +26,9 @@ epochs; each checkpoint's lean and threshold are fitted on train, the best on va
 kept.
 Arms: "LoRA judge" on the seed rubric, and "aligned rubric + LoRA judge" on each rubric
 alignment chose instead of the seed (when it kept the seed, that arm is the first).
+With `--reward-model`, a reward model (`benchmarks/pairwise_reward.py`) scores each
+answer on its own with a Bradley-Terry head trained on the same training items, so it
+has no order to flip.
 
 MLflow (`benchmarks/mlflow_judge.py`): `make_judge` with the same rubric, question and
 answers, `feedback_value_type=Literal["A", "B"]`, and `judge.align(traces,
@@ -47,7 +50,8 @@ judge.align; LoRA arms: training).
 
     .venv/bin/python -m benchmarks.judge_alignment [--budget 120] [--seeds 0] [--workers 8]
         [--max-answer-chars 1200] [--heldout-fraction 0.3] [--val-fraction 0.15]
-        [--split-seed 0] [--minibatch 3] [--no-mlflow] [--no-lora] [--lora-epochs 3]
+        [--split-seed 0] [--minibatch 3] [--no-mlflow] [--no-lora]
+        [--reward-model] [--lora-epochs 3]
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from benchmarks.mlflow_judge import (
 )
 from benchmarks.mtbench_data import load, split_by_question
 from benchmarks.pairwise_lora import LoraArm, Split, lora_arm
+from benchmarks.pairwise_reward import reward_arm
 from benchmarks.pairwise_scoring import (
     Agreement,
     Fit,
@@ -227,13 +232,14 @@ async def run_ours(
 async def lora_arms(
     lm: LM, split: Split, ours: list[OurRun], cache: VerdictCache, args: argparse.Namespace
 ) -> list[LoraArm]:
-    """The LoRA judge on the seed rubric, then on each rubric alignment chose instead."""
+    """The LoRA judge on the seed rubric, then on each rubric alignment chose instead, then
+    the reward model where asked."""
     cfg = JudgeLoraSettings(epochs=args.lora_epochs, max_seq_length=args.lora_max_seq_length)
-    rubrics = [("LoRA judge (seed rubric)", dict(SEED_PAIRWISE_PROMPTS), 0)]
+    rubrics = [] if args.no_lora else [("LoRA judge (seed rubric)", dict(SEED_PAIRWISE_PROMPTS), 0)]
     rubrics += [
         (f"aligned rubric + LoRA judge, seed {run.seed}", run.prompts, run.seed)
         for run in ours
-        if run.prompts != SEED_PAIRWISE_PROMPTS
+        if run.prompts != SEED_PAIRWISE_PROMPTS and not args.no_lora
     ]
     arms = []
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-judge-lora-") as scratch:
@@ -245,6 +251,11 @@ async def lora_arms(
                     lm, name, prompts, split, cache, cfg.training(), folder, seed, args.eval_chunk
                 )
             )
+    if args.reward_model:
+        log("... reward model: training")
+        # one answer a record: the longest question and answer at 1200 characters fit
+        half = {"max_seq_length": args.lora_max_seq_length // 2}
+        arms.append(await reward_arm(lm, split, cfg.training().model_copy(update=half), seed=0))
     return arms
 
 
@@ -292,6 +303,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-items", type=int, help="only the first N items (a quick run)")
     parser.add_argument("--no-mlflow", action="store_true", help="skip MLflow's judge.align")
     parser.add_argument("--no-lora", action="store_true", help="skip the LoRA judge arms")
+    parser.add_argument(
+        "--reward-model", action="store_true", help="add the reward-model arm (trl RewardTrainer)"
+    )
     parser.add_argument("--lora-epochs", type=int, default=JudgeLoraSettings().epochs)
     parser.add_argument(
         "--lora-max-seq-length",
@@ -326,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
 
     async def all_seeds() -> tuple[list[tuple[SeedJudge, OurRun]], list[LoraArm]]:
         runs = [await run_ours(lm, split, args, seed, cache) for seed in args.seeds]
-        arms = [] if args.no_lora else await lora_arms(lm, split, [r for _, r in runs], cache, args)
+        arms = await lora_arms(lm, split, [r for _, r in runs], cache, args)
         return runs, arms
 
     try:
@@ -388,8 +402,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     for arm in arms:
         print(
-            f"- {arm.name}: {arm.trained_on} of {arm.records} records (both orders of each "
-            f"training pair) trained, {arm.steps} steps in {arm.train_s:.0f} s; validation "
+            f"- {arm.name}: {arm.trained_on} of {arm.records} records ({arm.record}) "
+            f"trained, {arm.steps} steps in {arm.train_s:.0f} s; validation "
             "kappa per checkpoint "
             + ", ".join(f"{name} {kappa:.3f}" for name, kappa in arm.checkpoints.items())
             + f"; kept {arm.kept}, {reading(arm.fit)}"

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.judge_reward_head import train_reward_head
+from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
 from infra.agents.intent_router import IntentRouter
@@ -221,9 +221,8 @@ async def run(args: argparse.Namespace) -> list[Arm]:
 
 async def reward_head_arm(lm, train, heldout, args: argparse.Namespace) -> Arm:
     cfg = LoraSettings(epochs=args.epochs, max_seq_length=512)
-    head = await asyncio.to_thread(
-        train_reward_head, train, lm.base_model_path, cfg, args.seed, args.injections
-    )
+    pairs = reward_pairs(train, args.seed, args.injections)
+    head = await asyncio.to_thread(train_reward_head, pairs, lm.base_model_path, cfg, args.seed)
     print(f"reward head: {head.pairs} pairs, {head.steps} steps, {head.seconds:.0f} s")
 
     async def score(items: list[JudgedItem]) -> list[float]:

@@ -73,27 +73,27 @@ class RewardHead:
         self.seconds, self.steps, self.pairs = seconds, steps, pairs
 
     @torch.no_grad()
-    def p_pass(self, items: Sequence[JudgedItem], batch: int = 8) -> list[float]:
+    def scores(self, exchanges: Sequence[Messages], batch: int = 8) -> list[float]:
+        """The head's raw score of each exchange, each read on its own."""
         out: list[float] = []
-        for start in range(0, len(items), batch):
+        for start in range(0, len(exchanges), batch):
             texts = [
-                self.tokenizer.apply_chat_template(exchange(item), tokenize=False)
-                for item in items[start : start + batch]
+                self.tokenizer.apply_chat_template(messages, tokenize=False)
+                for messages in exchanges[start : start + batch]
             ]
             inputs = self.tokenizer(texts, return_tensors="pt", padding=True)
-            scores = self.model(**inputs).logits[:, 0].float()
-            out += torch.sigmoid(scores).tolist()
+            out += self.model(**inputs).logits[:, 0].float().tolist()
         return out
+
+    def p_pass(self, items: Sequence[JudgedItem]) -> list[float]:
+        return torch.sigmoid(torch.tensor(self.scores([exchange(i) for i in items]))).tolist()
 
 
 def train_reward_head(
-    items: Sequence[JudgedItem],
-    base_model_path: str,
-    cfg: LoraSettings,
-    seed: int,
-    injections: bool,
+    pairs: list[dict], base_model_path: str, cfg: LoraSettings, seed: int
 ) -> RewardHead:
-    pairs = reward_pairs(items, seed, injections)
+    """trl's Bradley-Terry reward model on `pairs` ({"chosen": Messages, "rejected":
+    Messages}): a LoRA adapter and a scalar head on the base model."""
     started = time.perf_counter()
     set_seed(seed)  # the head and the LoRA matrices are initialised here
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)

@@ -40,6 +40,7 @@ class LoraArm:
     heldout: Agreement
     checkpoints: dict[str, float]  # folder name -> val kappa
     kept: str  # the checkpoint read on held-out
+    record: str = "both orders of each training pair"  # what one training record is
 
     @property
     def val_kappa(self) -> float:

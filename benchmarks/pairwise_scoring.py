@@ -134,11 +134,20 @@ class VerdictCache:
         chunk: int,
         adapter: str | None = None,
     ) -> Fit:
-        """The lean and threshold fitted on train, in that order; kappa on val with both."""
+        """The lean and threshold fitted on train; kappa on val with both."""
         verdicts = await self.judge(lm, prompts, train + val, chunk, adapter)
-        lean = position_lean(verdicts[: len(train)])
-        leaned = [v.leaned(lean, 0.5) for v in verdicts]
-        p_train = [v.p_a for v in leaned[: len(train)]]
-        threshold = calibrate_threshold(p_train, [i.human_prefers == "A" for i in train])
-        pred = ["A" if v.p_a >= threshold else "B" for v in leaned[len(train) :]]
-        return Fit(lean, threshold, cohen_kappa(pred, [i.human_prefers for i in val]))
+        return fit_verdicts(verdicts[: len(train)], verdicts[len(train) :], train, val)
+
+
+def fit_verdicts(
+    train_verdicts: list[PairwiseVerdict],
+    val_verdicts: list[PairwiseVerdict],
+    train: list[PairwiseItem],
+    val: list[PairwiseItem],
+) -> Fit:
+    """The lean and threshold fitted on train, in that order; kappa on val with both."""
+    lean = position_lean(train_verdicts)
+    p_train = [v.leaned(lean, 0.5).p_a for v in train_verdicts]
+    threshold = calibrate_threshold(p_train, [i.human_prefers == "A" for i in train])
+    pred = [v.leaned(lean, threshold).prefers for v in val_verdicts]
+    return Fit(lean, threshold, cohen_kappa(pred, [i.human_prefers for i in val]))

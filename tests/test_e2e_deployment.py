@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from prefect import get_client
 from prefect.settings import get_current_settings
-from prefect.testing.utilities import prefect_test_harness
 
 from infra.settings import Settings
 from tests.fake_openai import FakeOpenAI, serving
+from tests.prefect_harness import prefect_harness
 from tests.test_e2e_nightly import small_export
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def test_prefect_yaml_deploys_the_night_and_a_worker_runs_it_with_a_knob_overrid
     knobs.judge.max_metric_calls, knobs.agent_opt.max_metric_calls = 12, 9
     knobs.agent_opt.pareto_size = 3
     knobs.lora.enabled = knobs.judge.lora.enabled = False
-    with prefect_test_harness(), serving(FakeOpenAI()) as model_url:
+    with prefect_harness(), serving(FakeOpenAI()) as model_url:
         env = {
             **os.environ,
             "PREFECT_API_URL": get_current_settings().api.url,

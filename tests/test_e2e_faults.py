@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.fast_slow import split_heldout
 from flows.nightly import nightly
@@ -19,6 +18,7 @@ from infra.errors import UserFacingError
 from infra.settings import Settings
 from infra.types import Example
 from tests.fake_openai import KINDS, FakeOpenAI, serving
+from tests.prefect_harness import prefect_harness
 from tests.test_e2e_nightly import small_export
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def test_a_night_behind_a_flaky_server_scores_what_succeeded_like_a_clean_one(tm
     # 30% of a request's first three tries fail (about a fifth of all requests, since
     # a request seen more often than that no longer fails); the SDK makes up to four
     flaky_fake = FakeOpenAI(fault_share=0.3, faults_per_request=3, refuse_marker=MARKER)
-    with prefect_test_harness(), serving(clean_fake) as clean_url, serving(flaky_fake) as url:
+    with prefect_harness(), serving(clean_fake) as clean_url, serving(flaky_fake) as url:
         clean_settings = night_settings(tmp_path, "clean", export, clean_url)
         flaky_settings = night_settings(tmp_path, "flaky", export, url)
         clean = run_night(clean_settings, "clean")
@@ -129,7 +129,7 @@ def test_a_night_that_fails_leaves_its_mlflow_run_failed_with_what_it_had(tmp_pa
     export = small_export(tmp_path / "export", traces=24, heldout=6)
     # the agent's every call is refused: its held-out evaluation cannot score anything
     fake = FakeOpenAI(refuse_marker="You route requests")
-    with prefect_test_harness(), serving(fake) as url:
+    with prefect_harness(), serving(fake) as url:
         settings = night_settings(tmp_path, "state", export, url)
         # 3 of the 6 held-out examples are the gate's (the rest choose between steps)
         with pytest.raises(UserFacingError, match="Stage 'eval_seed': 3 of 3 model calls"):

@@ -9,7 +9,6 @@ import pytest
 from mlflow import MlflowClient
 from prefect import get_client
 from prefect.settings import get_current_settings
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.nightly import nightly
 from flows.promotion import PRODUCTION, PROMPTS_TAG, log_evidence
@@ -22,6 +21,7 @@ from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces.jsonl import DEMO_DIR
 from tests.fakes import random_lora_adapter
+from tests.prefect_harness import prefect_harness
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
         },
     )
     rt = Runtime(settings)
-    with prefect_test_harness():
+    with prefect_harness():
         report = asyncio.run(nightly(run_id="e2e", knobs=settings.knobs(), runtime=rt))
         # A second run of the same night reuses every finished stage: nothing is redone.
         again = asyncio.run(nightly(run_id="e2e", knobs=settings.knobs(), runtime=rt))
@@ -255,7 +255,7 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
     registry.set_model_alias("agent", PRODUCTION, 1)
 
     rt = Runtime(settings)
-    with prefect_test_harness():
+    with prefect_harness():
         report = asyncio.run(nightly(run_id="n2", knobs=settings.knobs(), runtime=rt))
         results = Path(get_current_settings().results.local_storage_path)
 
@@ -290,7 +290,7 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
         },
     )
     rt = Runtime(settings)
-    with prefect_test_harness():
+    with prefect_harness():
         report = asyncio.run(nightly(run_id="untrusted", knobs=settings.knobs(), runtime=rt))
 
     assert not report.judge_trusted and not report.agent_optimized

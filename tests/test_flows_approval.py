@@ -5,9 +5,9 @@ import asyncio
 from prefect import flow, get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateName
 from prefect.flow_runs import resume_flow_run
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.approval import ask_approval
+from tests.prefect_harness import prefect_harness
 
 
 @flow
@@ -36,11 +36,11 @@ async def approve_and_ask(timeout_s: int, run_input: dict):
 
 
 def test_a_person_approves_in_prefect_and_says_who():
-    with prefect_test_harness():
+    with prefect_harness():
         answer = asyncio.run(approve_and_ask(60, {"promote": True, "by": "ops"}))
     assert answer.promote and answer.by == "ops"
 
 
 def test_no_answer_within_the_timeout_is_none():
-    with prefect_test_harness():
+    with prefect_harness():
         assert asyncio.run(asking(2)) is None

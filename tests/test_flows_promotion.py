@@ -5,7 +5,6 @@ import json
 
 import pytest
 from langfuse import Langfuse
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.cli import main
 from flows.promotion import (
@@ -26,6 +25,7 @@ from infra.registry.mlflow_registry import Registry
 from infra.settings import PromotionSettings, Settings, TraceSettings
 from infra.traces.prompt_hub import PromptHub
 from tests.fake_langfuse_prompts import FakeLangfusePrompts
+from tests.prefect_harness import prefect_harness
 
 MODEL = "agent"
 CFG = PromotionSettings(resamples=300)
@@ -112,7 +112,7 @@ def test_the_command_line_records_each_move_as_a_flow_run(tmp_path, monkeypatch,
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
     registry = Registry(Settings())
     night(registry, "n1", gain_over(None, 15))
-    with prefect_test_harness():
+    with prefect_harness():
         assert main(["promote", "--by", "ops"]) == 0
         assert main(["promote", "1", "--by", "ops"]) == 0  # idempotent
         assert main(["rollback", "--by", "ops"]) == 0  # nothing before: unchanged

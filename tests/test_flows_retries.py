@@ -3,12 +3,12 @@
 import httpx
 import pytest
 from prefect import flow, task
-from prefect.testing.utilities import prefect_test_harness
 
 from flows import nightly
 from flows.runtime import Runtime
 from infra.errors import UserFacingError, is_transient
 from infra.settings import Settings
+from tests.prefect_harness import prefect_harness
 
 
 class Unavailable(Exception):
@@ -33,7 +33,7 @@ def test_which_faults_are_worth_waiting_for():
 
 @pytest.fixture(scope="module")
 def harness():
-    with prefect_test_harness():
+    with prefect_harness():
         yield
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from infra.lm import invariance
 from infra.lm.attention import BLOCK, CHUNK, DECODE_KERNELS, blocked, chunks, prompt_chunk
 
 
@@ -79,3 +80,18 @@ def test_a_prompt_chunk_is_causal_attention_over_the_whole_prompt():
     )[0]
     part = prompt_chunk(q[:, 64:90].transpose(0, 1), keys[:, :90], values[:, :90], 64)
     torch.testing.assert_close(part.transpose(0, 1), whole[:, 64:90], atol=1e-5, rtol=1e-5)
+
+
+def test_the_engine_check_rejects_a_kernel_that_moves_a_lone_row_of_the_engines_q(monkeypatch):
+    """On an AVX2 EPYC one matmul took another path for a lone row when q was, as in the
+    engine, a slice of the rotated q and k (not contiguous): the check must see that
+    layout, or it passes a kernel the engine then runs with other bits."""
+
+    def lone_strided_row_moves(q, keys, values, bias, lengths):
+        out = DECODE_KERNELS["one-shot"](q, keys, values, bias, lengths)
+        return out + 1e-3 if q.shape[0] == 1 and not q.is_contiguous() else out
+
+    kernels = {"one-shot": lone_strided_row_moves, "blocked": blocked}
+    monkeypatch.setattr(invariance, "DECODE_KERNELS", kernels)
+    monkeypatch.setattr(invariance, "_attention_checks", {})
+    assert invariance.check_attention(3, 3, 16, torch.float32).kernel == "blocked"

@@ -32,10 +32,24 @@ def test_without_onednn_the_plain_product_is_used(monkeypatch):
 
 
 @ONEDNN
-def test_a_packed_weight_keeps_no_second_copy():
-    linear = PackedLinear(torch.randn(8, 4, dtype=torch.bfloat16))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_packed_weight_keeps_no_second_copy(dtype):
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("oneDNN packs bf16 only with AVX-512 or AVX-NE-CONVERT; this CPU has neither")
+    linear = PackedLinear(torch.randn(8, 4, dtype=dtype))
     assert linear.packed is not None and linear.packed.is_mkldnn
     assert linear.weight is None
+
+
+def test_a_weight_the_cpu_cannot_pack_is_kept_plain(monkeypatch):
+    def refuse(weight):
+        raise RuntimeError("bf16 path needs the cpu support avx512bw")  # oneDNN on AVX2
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", refuse)
+    weight, x = torch.randn(6, 4, dtype=torch.bfloat16), torch.randn(3, 4, dtype=torch.bfloat16)
+    linear = PackedLinear(weight)
+    assert linear.packed is None and linear.weight is weight
+    torch.testing.assert_close(linear(x), F.linear(x, weight))
 
 
 @ONEDNN
