@@ -235,12 +235,13 @@ async def lora_arms(
     """The LoRA judge on the seed rubric, then on each rubric alignment chose instead, then
     the reward model where asked."""
     cfg = JudgeLoraSettings(epochs=args.lora_epochs, max_seq_length=args.lora_max_seq_length)
-    rubrics = [] if args.no_lora else [("LoRA judge (seed rubric)", dict(SEED_PAIRWISE_PROMPTS), 0)]
-    rubrics += [
+    aligned = [
         (f"aligned rubric + LoRA judge, seed {run.seed}", run.prompts, run.seed)
         for run in ours
-        if run.prompts != SEED_PAIRWISE_PROMPTS and not args.no_lora
+        if run.prompts != SEED_PAIRWISE_PROMPTS
     ]
+    seed_rubric = ("LoRA judge (seed rubric)", dict(SEED_PAIRWISE_PROMPTS), 0)
+    rubrics = [] if args.no_lora else [seed_rubric, *aligned]
     arms = []
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-judge-lora-") as scratch:
         for n, (name, prompts, seed) in enumerate(rubrics):

@@ -36,11 +36,12 @@ from weights.lora import LLAMA_TARGET_MODULES, training_arguments
 Messages = list[dict[str, str]]
 
 
-def exchange(item: JudgedItem) -> Messages:
-    return [
-        {"role": "user", "content": item.input_text},
-        {"role": "assistant", "content": item.output_text},
-    ]
+def exchange(request: str, reply: str) -> Messages:
+    return [{"role": "user", "content": request}, {"role": "assistant", "content": reply}]
+
+
+def item_exchange(item: JudgedItem) -> Messages:
+    return exchange(item.input_text, item.output_text)
 
 
 def reward_pairs(items: Sequence[JudgedItem], seed: int, injections: bool) -> list[dict]:
@@ -58,8 +59,8 @@ def reward_pairs(items: Sequence[JudgedItem], seed: int, injections: bool) -> li
     size = max(len(passing), len(failing))
     return [
         {
-            "chosen": exchange(passing[n % len(passing)]),
-            "rejected": exchange(failing[n % len(failing)]),
+            "chosen": item_exchange(passing[n % len(passing)]),
+            "rejected": item_exchange(failing[n % len(failing)]),
         }
         for n in range(size)
     ]
@@ -86,7 +87,7 @@ class RewardHead:
         return out
 
     def p_pass(self, items: Sequence[JudgedItem]) -> list[float]:
-        return torch.sigmoid(torch.tensor(self.scores([exchange(i) for i in items]))).tolist()
+        return torch.sigmoid(torch.tensor(self.scores([item_exchange(i) for i in items]))).tolist()
 
 
 def train_reward_head(

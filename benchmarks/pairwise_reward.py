@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Sequence
 
-from benchmarks.judge_reward_head import Messages, RewardHead, train_reward_head
+from benchmarks.judge_reward_head import RewardHead, exchange, train_reward_head
 from benchmarks.pairwise_lora import LoraArm, Split
 from benchmarks.pairwise_scoring import fit_verdicts, heldout_agreement
 from infra.lm import LM
@@ -27,20 +27,13 @@ from judges.pairwise import PairwiseVerdict, pairwise_verdict
 from judges.types import PairwiseItem
 
 
-def answer_exchange(question: str, answer: str) -> Messages:
-    return [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-
-
 def preference_pairs(items: Sequence[PairwiseItem]) -> list[dict]:
     """Each labelled item once: the preferred answer chosen, the other rejected."""
     pairs = []
     for item in items:
         if item.human_prefers is None:
             raise ValueError(f"item {item.id}: field 'human_prefers' is needed to train on it")
-        a, b = (
-            answer_exchange(item.question, item.answer_a),
-            answer_exchange(item.question, item.answer_b),
-        )
+        a, b = exchange(item.question, item.answer_a), exchange(item.question, item.answer_b)
         chosen, rejected = (a, b) if item.human_prefers == "A" else (b, a)
         pairs.append({"chosen": chosen, "rejected": rejected})
     return pairs
@@ -53,8 +46,8 @@ def reward_verdict(score_a: float, score_b: float) -> PairwiseVerdict:
 
 
 def reward_verdicts(head: RewardHead, items: Sequence[PairwiseItem]) -> list[PairwiseVerdict]:
-    scores_a = head.scores([answer_exchange(i.question, i.answer_a) for i in items])
-    scores_b = head.scores([answer_exchange(i.question, i.answer_b) for i in items])
+    scores_a = head.scores([exchange(i.question, i.answer_a) for i in items])
+    scores_b = head.scores([exchange(i.question, i.answer_b) for i in items])
     return [reward_verdict(a, b) for a, b in zip(scores_a, scores_b, strict=True)]
 
 
