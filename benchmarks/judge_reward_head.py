@@ -31,7 +31,7 @@ from trl import RewardConfig, RewardTrainer
 from infra.settings import LoraSettings
 from judges.injection import TRAINING, planted
 from judges.types import JudgedItem
-from weights.lora import LLAMA_TARGET_MODULES, training_arguments
+from weights.lora import LLAMA_TARGET_MODULES, base_precision, training_arguments
 
 Messages = list[dict[str, str]]
 
@@ -98,9 +98,11 @@ def train_reward_head(
     started = time.perf_counter()
     set_seed(seed)  # the head and the LoRA matrices are initialised here
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    model = AutoModelForSequenceClassification.from_pretrained(base_model_path, num_labels=1)
+    use_bf16, dtype = base_precision()
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base_model_path, num_labels=1, dtype=dtype
+    )
     model.config.pad_token_id = tokenizer.pad_token_id
-    use_bf16 = torch.cpu._is_avx512_bf16_supported()
     with tempfile.TemporaryDirectory(prefix="flywheel-reward-head-") as scratch:
         trainer = RewardTrainer(
             model=model,

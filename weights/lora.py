@@ -150,6 +150,15 @@ def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
                 raise ValueError(f"record {i}: field {name!r} must be a non-empty message list")
 
 
+def base_precision(bf16: bool | None = None) -> tuple[bool, torch.dtype]:
+    """bf16 autocast and a bf16 frozen base where the CPU has native bf16 (or `bf16` says
+    so), float32 elsewhere. The base is loaded in that dtype on purpose: left to the
+    checkpoint's own (bf16), an AVX2-only CPU emulates every bf16 matmul, and a forward and
+    backward pass ran 14x slower than in float32 there."""
+    use_bf16 = torch.cpu._is_avx512_bf16_supported() if bf16 is None else bf16
+    return use_bf16, torch.bfloat16 if use_bf16 else torch.float32
+
+
 def training_arguments(scratch: str, cfg: LoraSettings, bf16: bool, seed: int) -> dict:
     """What every trl trainer here is given, whatever its method: the batch (micro-batches
     accumulated), the length of the run, CPU only, no saves or reports of its own."""
@@ -193,14 +202,13 @@ def _train(
     output_dir = Path(output_dir)
     if output_dir.exists():
         raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
-    use_bf16 = torch.cpu._is_avx512_bf16_supported() if bf16 is None else bf16
+    use_bf16, dtype = base_precision(bf16)
 
     started = time.perf_counter()
     set_seed(seed)  # before the LoRA matrices are initialised
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     # The frozen base may as well be bf16 under bf16 autocast (half the memory, no per-step
     # weight casts); peft keeps the trainable LoRA matrices in fp32 either way.
-    dtype = torch.bfloat16 if use_bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=dtype)
     peft_config = None
     if base_adapter is None:
