@@ -52,7 +52,7 @@ bench-gepa: install
 bench-judge: install
 	$(BIN)/python -c "import dspy" 2>/dev/null || \
 		$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[bench]"
-	$(BIN)/python -m benchmarks.judge_alignment
+	$(BIN)/python -m benchmarks.judge_alignment --reward-model
 
 # a LoRA judge trained on the demo's labels beside the prompted one, with an injection test
 bench-judge-lora: install

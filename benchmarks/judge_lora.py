@@ -5,7 +5,9 @@ the intent router), split by trace as the night splits them (`judges.splits.judg
 held-out `--heldout-fraction`, the rest 60/40 into train and validation), fixed by seed.
 
 Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on train:
-- **seed rubric**: `SEED_JUDGE_PROMPTS` on the base model.
+- **seed rubric**: `SEED_JUDGE_PROMPTS` on the base model; with `--task-rubric`, the
+  intent router's own `judge_rubric` (what the night starts from on the demo), and every
+  arm below starts from it.
 - **aligned rubric**: the night's prompt alignment (`judges.align`: GEPA on the rubric
   with the night's judge settings, train = feedback, val = Pareto set; the seed stays
   unless GEPA's best agrees better on val), on the base model.
@@ -32,8 +34,8 @@ instruction raised and the share it flipped to pass (one sentence of `judges.inj
 per reply, seeded; none is a sentence the LoRA judge trained on), and the seconds of training.
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
-        [--heldout-fraction 0.4] [--injections] [--no-align] [--no-lora] [--comments]
-        [--reward-head]
+        [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
+        [--comments] [--reward-head]
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from pathlib import Path
 from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
-from infra.agents.intent_router import IntentRouter
+from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter
 from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
@@ -137,13 +139,14 @@ async def measure(
     return Arm(name, cut, report, (raised, len(failing)), (flipped, len(judged_fail)), seconds)
 
 
-async def aligned_rubric(lm, train, val, heldout, seed: int) -> tuple[str, float]:
-    """The rubric the night's prompt alignment chooses on these splits, and its seconds."""
+async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tuple[str, float]:
+    """The rubric the night's prompt alignment chooses from `rubric` on these splits, and
+    its seconds."""
     cfg = JudgeSettings()
     started = time.perf_counter()
     alignment = await align(
         lm,
-        dict(SEED_JUDGE_PROMPTS),
+        {"rubric": rubric},
         ScoreScale("boolean"),
         train,
         val,
@@ -187,27 +190,29 @@ async def run(args: argparse.Namespace) -> list[Arm]:
     lm = make_lm(LMSettings())
     train, val, heldout = demo_items(args.seed, args.heldout_fraction)
     print(f"labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
-    arms = [await measure("seed rubric", judge_score(lm, SEED_RUBRIC), train, heldout, args.seed)]
-    aligned = SEED_RUBRIC
+    seed_rubric = JUDGE_RUBRIC if args.task_rubric else SEED_RUBRIC
+    print(f"seed rubric: {seed_rubric}")
+    arms = [await measure("seed rubric", judge_score(lm, seed_rubric), train, heldout, args.seed)]
+    aligned = seed_rubric
     if not args.no_align:
-        aligned, seconds = await aligned_rubric(lm, train, val, heldout, args.seed)
-        name = "aligned rubric" + (" (= seed)" if aligned == SEED_RUBRIC else "")
+        aligned, seconds = await aligned_rubric(lm, seed_rubric, train, val, heldout, args.seed)
+        name = "aligned rubric" + (" (= seed)" if aligned == seed_rubric else "")
         score = judge_score(lm, aligned)
         arms.append(await measure(name, score, train, heldout, args.seed, seconds))
     if not args.no_lora:
         with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
             lora = await lora_arm(
-                lm, "LoRA judge", SEED_RUBRIC, train, val, heldout, args, Path(scratch) / "seed"
+                lm, "LoRA judge", seed_rubric, train, val, heldout, args, Path(scratch) / "seed"
             )
             arms.append(lora)
             if args.comments:
                 name, folder = "LoRA judge, trained on comments too", Path(scratch) / "comments"
                 arms.append(
                     await lora_arm(
-                        lm, name, SEED_RUBRIC, train, val, heldout, args, folder, comments=True
+                        lm, name, seed_rubric, train, val, heldout, args, folder, comments=True
                     )
                 )
-            if aligned != SEED_RUBRIC:
+            if aligned != seed_rubric:
                 name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
                 arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
             elif not args.no_align:
@@ -255,6 +260,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoints", type=int, default=3)
     parser.add_argument("--heldout-fraction", type=float, default=0.4)
     parser.add_argument("--injections", action="store_true")
+    parser.add_argument(
+        "--task-rubric",
+        action="store_true",
+        help="start every arm from the intent router's own rubric instead of the generic one",
+    )
     parser.add_argument("--no-align", action="store_true", help="skip the aligned-rubric arms")
     parser.add_argument("--no-lora", action="store_true", help="skip the verdict-token LoRA arms")
     parser.add_argument(

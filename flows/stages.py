@@ -17,6 +17,7 @@ from typing import Any
 
 from flows.runtime import Runtime
 from gepa_opt import GEPAConfig, RejectReason, optimize
+from infra.agents.contract import judge_rubric
 from infra.lm.heap import release_free_heap
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
@@ -27,7 +28,7 @@ from judges.align import Alignment, align
 from judges.calls import answered, each, gepa_reflection
 from judges.judge import Judge
 from judges.judge_lora import JudgeLora, judge_lora_step
-from judges.pointwise import SEED_JUDGE_PROMPTS
+from judges.pointwise import seed_judge_prompts
 from judges.splits import judge_splits
 from judges.types import JudgedItem
 from weights.lora import saved_adapters
@@ -91,6 +92,11 @@ def judge_items_split(
     return judge_splits(items, rt.settings.judge.heldout_fraction, rt.settings.seed)
 
 
+def judge_seed(rt: Runtime) -> dict[str, str]:
+    """The rubric alignment starts from: the settings', else the agent's, else generic."""
+    return seed_judge_prompts(rt.settings.judge.rubric or judge_rubric(rt.agent))
+
+
 async def align_judge_stage(
     rt: Runtime,
     items: list[JudgedItem],
@@ -104,7 +110,7 @@ async def align_judge_stage(
     train, val, heldout = judge_items_split(rt, items)
     return await align(
         rt.lm,
-        dict(SEED_JUDGE_PROMPTS),
+        judge_seed(rt),
         scale,
         train,
         val,

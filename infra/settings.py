@@ -174,6 +174,11 @@ class JudgeSettings(GEPASettings):
 
     lora: JudgeLoraSettings = Field(default_factory=JudgeLoraSettings)
 
+    # What a passing reply is, written for your agent (as Langfuse's evaluator prompt or
+    # MLflow's judge instructions would be): the rubric alignment starts from. None: the
+    # agent's own `judge_rubric` where it has one, else a generic rubric that knows nothing
+    # of the task (on the demo's labels a LoRA judge learns far less from that one).
+    rubric: str | None = None
     heldout_fraction: float = 0.4  # labels kept out of alignment, to measure and gate it
     max_metric_calls: int = 200
     reflection_max_tokens: int = 128  # a rubric is short; long proposals only cost time

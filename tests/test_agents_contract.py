@@ -42,6 +42,7 @@ def test_every_misfit_is_named_in_one_error():
     class Broken(Smallest):
         name = ""
         runs_offline = "yes"
+        judge_rubric = "  "
         example_from_trace = None
 
         def run(self, example, prompts, lm, temperature=0.0):  # not async, no max_tokens
@@ -61,6 +62,7 @@ def test_every_misfit_is_named_in_one_error():
         "run must be `async def`",
         "reference_score cannot be called as reference_score(example, output)",
         "runs_offline must be a bool, got 'yes'",
+        "judge_rubric must be a non-empty str or absent, got '  '",
     ):
         assert misfit in text
 

@@ -27,7 +27,7 @@ def check_agent(agent: Any, origin: str) -> None:
     """Raise `AgentContractError` naming every way `agent` (loaded from `origin`) does not
     fit the contract: a missing or non-callable member, a signature the night cannot call,
     a `run` that is not `async def`, `seed_prompts()` not a non-empty dict of text, a
-    `runs_offline` that is not a bool."""
+    `runs_offline` that is not a bool, a `judge_rubric` that is not text."""
     misfits = []
     name = getattr(agent, "name", None)
     if not isinstance(name, str) or not name:
@@ -39,6 +39,9 @@ def check_agent(agent: Any, origin: str) -> None:
     offline = runs_offline(agent)
     if not isinstance(offline, bool):
         misfits.append(f"runs_offline must be a bool, got {offline!r}")
+    rubric = judge_rubric(agent)
+    if rubric is not None and not (isinstance(rubric, str) and rubric.strip()):
+        misfits.append(f"judge_rubric must be a non-empty str or absent, got {rubric!r}")
     if misfits:
         lines = "\n".join(f"  - {m}" for m in misfits)
         raise AgentContractError(
@@ -51,6 +54,12 @@ def runs_offline(agent: Any) -> bool:
     """Whether the agent declared that `run` may be called offline, as often as the night
     needs: no live tool with effects or cost (default True: a plain LLM call)."""
     return getattr(agent, "runs_offline", True)
+
+
+def judge_rubric(agent: Any) -> str | None:
+    """What a passing reply is, as the agent's author wrote it (optional): the judge's seed
+    rubric where settings give none."""
+    return getattr(agent, "judge_rubric", None)
 
 
 class AgentRefused(RuntimeError):

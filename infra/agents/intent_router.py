@@ -34,6 +34,14 @@ SEED_PROMPTS = {
     ),
     "examples": "what's the forecast for tomorrow in Paris => weather",
 }
+# What a passing reply is, for this agent: the judge's seed rubric where settings name none.
+JUDGE_RUBRIC = (
+    "You review replies of an intent router for a voice assistant. Its reply must name "
+    "the one kind of request the user made: playlist (add a song to a playlist), restaurant "
+    "(book a table), weather, music (play music), rating (rate a book), search (find a book, "
+    "film, song or show) or showtimes (movie times). A reply passes when it names the right "
+    "kind. It fails when it names no kind, names another kind, or says anything else."
+)
 
 
 def parse_intent(output: str) -> str | None:
@@ -54,6 +62,7 @@ def example_messages(examples_text: str) -> list[dict[str, str]]:
 
 class IntentRouter:
     name = "intent-router"
+    judge_rubric = JUDGE_RUBRIC
     runs_offline = True  # one LLM call, no tools: the night may call it as often as it needs
 
     def seed_prompts(self) -> dict[str, str]:
