@@ -177,7 +177,7 @@ class JudgeSettings(GEPASettings):
     # What a passing reply is, written for your agent (as Langfuse's evaluator prompt or
     # MLflow's judge instructions would be): the rubric alignment starts from. None: the
     # agent's own `judge_rubric` where it has one, else a generic rubric that knows nothing
-    # of the task (on the demo's labels a LoRA judge learns far less from that one).
+    # of the task.
     rubric: str | None = None
     heldout_fraction: float = 0.4  # labels kept out of alignment, to measure and gate it
     max_metric_calls: int = 200

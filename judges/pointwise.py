@@ -25,14 +25,12 @@ SEED_JUDGE_PROMPTS = {
     ),
 }
 CHOICES = ("Yes", "No")
+PASS_QUESTION = "Does the reply pass? Answer Yes or No."  # read as P(Yes) vs P(No)
 
 
 def seed_judge_prompts(rubric: str | None = None) -> dict[str, str]:
     """The judge's prompts before any alignment: the task's `rubric`, else the generic one."""
     return {"rubric": rubric or SEED_JUDGE_PROMPTS["rubric"]}
-
-
-PASS_QUESTION = "Does the reply pass? Answer Yes or No."  # read as P(Yes) vs P(No)
 
 
 def judge_messages(rubric: str, item: JudgedItem, question: str) -> list[dict[str, str]]:
