@@ -19,6 +19,9 @@ Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on tra
 - **LoRA judge, trained on comments too** (`--comments`): the same, each completion going
   on after its verdict with the annotator's comment (`pointwise_records(comments=True)`);
   still read on the verdict token alone.
+- **LoRA judge with reviewed examples** (`--memory K`, `benchmarks/judge_memory.py`): the
+  LoRA judge trained and read with the K training labels whose requests are most alike
+  in its prompt, verdict and comment each (an exchange never sees its own trace).
 - **aligned rubric + LoRA judge**: the same adapter training on the aligned rubric's
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
@@ -35,7 +38,7 @@ per reply, seeded; none is a sentence the LoRA judge trained on), and the second
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
         [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
-        [--comments] [--reward-head]
+        [--comments] [--memory K] [--reward-head]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.judge_memory import MemoryJudge, ReviewedMemory
 from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
@@ -64,7 +68,7 @@ from judges.calls import gepa_reflection
 from judges.injection import PROBES
 from judges.lora_records import pointwise_records
 from judges.metrics import agreement_report, cohen_kappa
-from judges.pointwise import SEED_JUDGE_PROMPTS, PointwiseJudge
+from judges.pointwise import PASS_QUESTION, SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits
 from judges.types import JudgedItem
 from weights.lora import saved_adapters, train_sft_adapter
@@ -92,11 +96,19 @@ def demo_items(seed: int, heldout_fraction: float) -> tuple[list, list, list]:
     return judge_splits(items, heldout_fraction, seed)
 
 
-def judge_score(lm, rubric: str, adapter: str | None = None) -> Score:
-    """The pointwise judge's P(pass) on `rubric`, read with its LoRA `adapter` if any."""
+def judge_score(
+    lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None, k: int = 0
+) -> Score:
+    """The pointwise judge's P(pass) on `rubric`, read with its LoRA `adapter` if any, and
+    with its `k` nearest examples from `memory` in its prompt if given."""
+
+    def judge() -> PointwiseJudge:
+        if memory is not None:
+            return MemoryJudge(lm, rubric, memory, k, adapter)
+        return PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter)
 
     async def score(items: list[JudgedItem]) -> list[float]:
-        probs = await PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter).p_pass_many(items)
+        probs = await judge().p_pass_many(items)
         if None in probs:  # the local model's calls do not fail; a server's might
             raise RuntimeError(f"{probs.count(None)} judge calls failed")
         return [p for p in probs if p is not None]
@@ -164,10 +176,22 @@ async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tup
 
 
 async def lora_arm(
-    lm, name, rubric, train, val, heldout, args, scratch: Path, comments: bool = False
+    lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
 ) -> Arm:
-    records = pointwise_records(rubric, train, args.seed, args.injections, comments)
-    cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
+    memory = ReviewedMemory(train) if memory_k else None
+    chat = MemoryJudge(lm, rubric, memory, memory_k).messages if memory else None
+    records = pointwise_records(
+        rubric,
+        train,
+        args.seed,
+        args.injections,
+        comments,
+        messages=(lambda item: chat(item, PASS_QUESTION)) if chat else None,
+    )
+    # reviewed examples make a prompt about twice as long
+    cfg = LoraSettings(
+        epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=1024 if memory else 512
+    )
     started = time.perf_counter()
     result = await asyncio.to_thread(
         train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed
@@ -176,13 +200,14 @@ async def lora_arm(
     print(f"{name}: {result.examples} records, {result.steps} steps, {seconds:.0f} s")
     best: tuple[float, float, str] | None = None  # (val kappa, threshold, checkpoint)
     for path in saved_adapters(result.path):
-        cut, kappa = await val_kappa(judge_score(lm, rubric, str(path)), train, val)
+        score = judge_score(lm, rubric, str(path), memory, memory_k)
+        cut, kappa = await val_kappa(score, train, val)
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
             best = (kappa, cut, str(path))
     assert best is not None
     _, cut, kept = best
-    score = judge_score(lm, rubric, kept)
+    score = judge_score(lm, rubric, kept, memory, memory_k)
     return await measure(name, score, train, heldout, args.seed, seconds, cut)
 
 
@@ -199,8 +224,16 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         name = "aligned rubric" + (" (= seed)" if aligned == seed_rubric else "")
         score = judge_score(lm, aligned)
         arms.append(await measure(name, score, train, heldout, args.seed, seconds))
-    if not args.no_lora:
-        with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
+        if args.memory:
+            name = f"LoRA judge with {args.memory} reviewed examples"
+            folder = Path(scratch) / "memory"
+            arms.append(
+                await lora_arm(
+                    lm, name, seed_rubric, train, val, heldout, args, folder, memory_k=args.memory
+                )
+            )
+        if not args.no_lora:
             lora = await lora_arm(
                 lm, "LoRA judge", seed_rubric, train, val, heldout, args, Path(scratch) / "seed"
             )
@@ -271,6 +304,13 @@ def main(argv: list[str] | None = None) -> None:
         "--comments",
         action="store_true",
         help="add a LoRA judge whose completions go on with the annotator's comment",
+    )
+    parser.add_argument(
+        "--memory",
+        type=int,
+        default=0,
+        metavar="K",
+        help="add a LoRA judge shown its K nearest training labels (benchmarks/judge_memory.py)",
     )
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"

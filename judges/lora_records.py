@@ -18,7 +18,7 @@ judges.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from judges.injection import TRAINING, planted
 from judges.pairwise import ASK_PROBABILITY, LABELS, PairwiseJudge
@@ -34,18 +34,21 @@ def pointwise_records(
     seed: int = 0,
     injections: bool = False,
     comments: bool = False,
+    messages: Callable[[JudgedItem], list[dict[str, str]]] | None = None,
 ) -> list[Record]:
     """One record per labelled item, its verdict as the completion (then the annotator's
     comment, with `comments`), both labels equally many; with `injections`, each failing
     item once more with an instruction to the judge appended to its reply, still labelled
-    fail."""
+    fail. `messages`: the judge's chat for an item, when it is not the plain pointwise one
+    on `rubric` (a judge whose prompt holds more than the rubric)."""
     labelled = [i for i in items if i.human_pass is not None]
     rng = random.Random(seed)
     passing = [i for i in labelled if i.human_pass]
     failing = [i for i in labelled if not i.human_pass]
     if injections:
         failing += [planted(item, TRAINING, rng) for item in failing]
-    records = [_verdict(rubric, i, comments) for i in _balanced(passing, failing, rng)]
+    chat = messages or (lambda item: judge_messages(rubric, item, PASS_QUESTION))
+    records = [_verdict(chat(i), i, comments) for i in _balanced(passing, failing, rng)]
     rng.shuffle(records)
     return records
 
@@ -69,12 +72,12 @@ def pairwise_records(judge: PairwiseJudge, items: Sequence[PairwiseItem]) -> lis
     return records
 
 
-def _verdict(rubric: str, item: JudgedItem, comments: bool) -> Record:
+def _verdict(prompt: list[dict[str, str]], item: JudgedItem, comments: bool) -> Record:
     answer = CHOICES[0] if item.human_pass else CHOICES[1]
     if comments and item.human_comment.strip():
         answer = f"{answer}. {item.human_comment.strip()}"
     return {
-        "prompt": judge_messages(rubric, item, PASS_QUESTION),
+        "prompt": prompt,
         "completion": [{"role": "assistant", "content": answer}],
     }
 
