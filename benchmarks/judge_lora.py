@@ -96,19 +96,23 @@ def demo_items(seed: int, heldout_fraction: float) -> tuple[list, list, list]:
     return judge_splits(items, heldout_fraction, seed)
 
 
-def judge_score(
-    lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None, k: int = 0
-) -> Score:
-    """The pointwise judge's P(pass) on `rubric`, read with its LoRA `adapter` if any, and
-    with its `k` nearest examples from `memory` in its prompt if given."""
+def pointwise_judge(
+    lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None
+) -> PointwiseJudge:
+    """The judge on `rubric`, with its LoRA `adapter` if any, and shown its nearest
+    examples from `memory` if given."""
+    if memory is not None:
+        return MemoryJudge(lm, rubric, memory, adapter)
+    return PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter)
 
-    def judge() -> PointwiseJudge:
-        if memory is not None:
-            return MemoryJudge(lm, rubric, memory, k, adapter)
-        return PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter)
+
+def judge_score(
+    lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None
+) -> Score:
+    """`pointwise_judge`'s P(pass) per item."""
 
     async def score(items: list[JudgedItem]) -> list[float]:
-        probs = await judge().p_pass_many(items)
+        probs = await pointwise_judge(lm, rubric, adapter, memory).p_pass_many(items)
         if None in probs:  # the local model's calls do not fail; a server's might
             raise RuntimeError(f"{probs.count(None)} judge calls failed")
         return [p for p in probs if p is not None]
@@ -178,15 +182,15 @@ async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tup
 async def lora_arm(
     lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
 ) -> Arm:
-    memory = ReviewedMemory(train) if memory_k else None
-    chat = MemoryJudge(lm, rubric, memory, memory_k).messages if memory else None
+    memory = ReviewedMemory(train, memory_k) if memory_k else None
+    judge = pointwise_judge(lm, rubric, memory=memory)
     records = pointwise_records(
         rubric,
         train,
         args.seed,
         args.injections,
         comments,
-        messages=(lambda item: chat(item, PASS_QUESTION)) if chat else None,
+        messages=lambda item: judge.messages(item, PASS_QUESTION),  # the prompt it is read on
     )
     # reviewed examples make a prompt about twice as long
     cfg = LoraSettings(
@@ -200,14 +204,14 @@ async def lora_arm(
     print(f"{name}: {result.examples} records, {result.steps} steps, {seconds:.0f} s")
     best: tuple[float, float, str] | None = None  # (val kappa, threshold, checkpoint)
     for path in saved_adapters(result.path):
-        score = judge_score(lm, rubric, str(path), memory, memory_k)
+        score = judge_score(lm, rubric, str(path), memory)
         cut, kappa = await val_kappa(score, train, val)
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
             best = (kappa, cut, str(path))
     assert best is not None
     _, cut, kept = best
-    score = judge_score(lm, rubric, kept, memory, memory_k)
+    score = judge_score(lm, rubric, kept, memory)
     return await measure(name, score, train, heldout, args.seed, seconds, cut)
 
 

@@ -41,10 +41,11 @@ def reviewed_text(item: JudgedItem, reply_chars: int) -> str:
 class ReviewedMemory:
     """Labelled exchanges, looked up by how alike their requests are."""
 
-    def __init__(self, reviewed: list[JudgedItem], reply_chars: int = 100):
+    def __init__(self, reviewed: list[JudgedItem], k: int, reply_chars: int = 100):
         if not reviewed:
             raise ValueError("a memory needs at least one labelled exchange")
         self.reviewed = reviewed
+        self.k = k  # examples shown per judged exchange
         self.reply_chars = reply_chars
         # word unigrams and bigrams: requests of one kind share words ("playlist", "book a")
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
@@ -57,23 +58,21 @@ class ReviewedMemory:
         own = trace_of(item)
         return [self.reviewed[j] for j in order if trace_of(self.reviewed[j]) != own][:k]
 
-    def shown(self, item: JudgedItem, k: int) -> str:
-        """The examples as the judge reads them, the most alike last (nearest the exchange)."""
-        examples = reversed(self.nearest(item, k))
+    def shown(self, item: JudgedItem) -> str:
+        """The `k` examples as the judge reads them, the most alike last (nearest the
+        exchange)."""
+        examples = reversed(self.nearest(item, self.k))
         return "\n\n".join(reviewed_text(e, self.reply_chars) for e in examples)
 
 
 class MemoryJudge(PointwiseJudge):
-    """The pointwise judge with its `k` nearest reviewed exchanges after its rubric."""
+    """The pointwise judge with its nearest reviewed exchanges after its rubric."""
 
-    def __init__(
-        self, lm: LM, rubric: str, memory: ReviewedMemory, k: int, adapter: str | None = None
-    ):
+    def __init__(self, lm: LM, rubric: str, memory: ReviewedMemory, adapter: str | None = None):
         super().__init__(lm, {"rubric": rubric}, adapter=adapter)
         self.memory = memory
-        self.k = k
 
     def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
         system, user = judge_messages(self.prompts["rubric"], item, question)
-        shots = self.memory.shown(item, self.k)
+        shots = self.memory.shown(item)
         return [{**system, "content": f"{system['content']}\n\n{INTRO}\n\n{shots}"}, user]

@@ -24,13 +24,13 @@ REVIEWED = [
 
 
 def test_nearest_are_the_most_alike_requests_first():
-    memory = ReviewedMemory(REVIEWED)
+    memory = ReviewedMemory(REVIEWED, k=2)
     query = JudgedItem("new", "add a tune to my workout playlist", "playlist")
     assert [i.id for i in memory.nearest(query, 2)] == ["p1", "p2"]
 
 
 def test_an_exchange_never_sees_its_own_trace_nor_its_planted_copy():
-    memory = ReviewedMemory(REVIEWED)
+    memory = ReviewedMemory(REVIEWED, k=2)
     own = REVIEWED[2]
     copy = planted(own, TRAINING, random.Random(0))
     for item in (own, copy):
@@ -39,7 +39,7 @@ def test_an_exchange_never_sees_its_own_trace_nor_its_planted_copy():
 
 
 def test_the_judge_reads_its_examples_with_verdicts_and_comments_after_its_rubric():
-    judge = MemoryJudge(ScriptedLM(), "Be strict.", ReviewedMemory(REVIEWED), k=2)
+    judge = MemoryJudge(ScriptedLM(), "Be strict.", ReviewedMemory(REVIEWED, k=2))
     item = JudgedItem("new", "add a tune to my workout playlist", "playlist")
     system, user = judge.messages(item, PASS_QUESTION)
     assert system["content"].startswith("Be strict.") and INTRO in system["content"]
@@ -52,7 +52,7 @@ def test_the_judge_reads_its_examples_with_verdicts_and_comments_after_its_rubri
 
 
 def test_training_records_use_the_memory_prompt_and_stay_balanced():
-    judge = MemoryJudge(ScriptedLM(), "Be strict.", ReviewedMemory(REVIEWED), k=1)
+    judge = MemoryJudge(ScriptedLM(), "Be strict.", ReviewedMemory(REVIEWED, k=1))
     records = pointwise_records(
         "Be strict.",
         REVIEWED,
@@ -69,4 +69,4 @@ def test_training_records_use_the_memory_prompt_and_stay_balanced():
 
 def test_an_empty_memory_is_refused():
     with pytest.raises(ValueError, match="at least one labelled exchange"):
-        ReviewedMemory([])
+        ReviewedMemory([], k=1)
