@@ -19,9 +19,10 @@ Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on tra
 - **LoRA judge, trained on comments too** (`--comments`): the same, each completion going
   on after its verdict with the annotator's comment (`pointwise_records(comments=True)`);
   still read on the verdict token alone.
-- **LoRA judge with reviewed examples** (`--memory K`, `benchmarks/judge_memory.py`): the
-  LoRA judge trained and read with the K training labels whose requests are most alike
-  in its prompt, verdict and comment each (an exchange never sees its own trace).
+- **LoRA judge with a memory** (`--memory K`, `judges.memory`, the night's
+  `judge.lora.memory`): the LoRA judge trained and read with the reviewers' notes on the
+  K training labels whose requests are most alike after the exchange, verdict and comment
+  each (an exchange never sees its own trace).
 - **aligned rubric + LoRA judge**: the same adapter training on the aligned rubric's
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
@@ -48,15 +49,15 @@ import asyncio
 import random
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.judge_memory import MemoryJudge, ReviewedMemory
 from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
-from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter
+from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter, parse_intent
 from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
@@ -67,6 +68,7 @@ from judges.calibration import calibrate_threshold
 from judges.calls import gepa_reflection
 from judges.injection import PROBES
 from judges.lora_records import pointwise_records
+from judges.memory import ReviewedMemory
 from judges.metrics import agreement_report, cohen_kappa
 from judges.pointwise import PASS_QUESTION, SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits
@@ -96,23 +98,15 @@ def demo_items(seed: int, heldout_fraction: float) -> tuple[list, list, list]:
     return judge_splits(items, heldout_fraction, seed)
 
 
-def pointwise_judge(
-    lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None
-) -> PointwiseJudge:
-    """The judge on `rubric`, with its LoRA `adapter` if any, and shown its nearest
-    examples from `memory` if given."""
-    if memory is not None:
-        return MemoryJudge(lm, rubric, memory, adapter)
-    return PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter)
-
-
 def judge_score(
     lm, rubric: str, adapter: str | None = None, memory: ReviewedMemory | None = None
 ) -> Score:
-    """`pointwise_judge`'s P(pass) per item."""
+    """The judge's P(pass) per item: `rubric`, with its LoRA `adapter` and the notes of
+    `memory` if given."""
 
     async def score(items: list[JudgedItem]) -> list[float]:
-        probs = await pointwise_judge(lm, rubric, adapter, memory).p_pass_many(items)
+        judge = PointwiseJudge(lm, {"rubric": rubric}, adapter=adapter, memory=memory)
+        probs = await judge.p_pass_many(items)
         if None in probs:  # the local model's calls do not fail; a server's might
             raise RuntimeError(f"{probs.count(None)} judge calls failed")
         return [p for p in probs if p is not None]
@@ -179,11 +173,30 @@ async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tup
     return alignment.judge.prompts["rubric"], seconds
 
 
+def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
+    """Held-out kappa of a perfect reader of the notes: the kind most of them say was right
+    ("correct: weather", "expected playlist"), compared with the kind the reply names first.
+    What a judge reading this memory could reach, were reading the only difficulty."""
+
+    def right_kind(note: JudgedItem) -> str | None:
+        said = note.human_comment.split("expected", 1)[-1] if not note.human_pass else ""
+        return parse_intent(note.output_text) if note.human_pass else parse_intent(said)
+
+    verdicts = []
+    for item in heldout:
+        kinds = Counter(k for k in map(right_kind, memory.nearest(item)) if k is not None)
+        voted = kinds.most_common(1)[0][0] if kinds else None
+        verdicts.append(voted is not None and parse_intent(item.output_text) == voted)
+    return cohen_kappa(verdicts, [bool(i.human_pass) for i in heldout])
+
+
 async def lora_arm(
     lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
 ) -> Arm:
     memory = ReviewedMemory(train, memory_k) if memory_k else None
-    judge = pointwise_judge(lm, rubric, memory=memory)
+    if memory is not None:
+        print(f"{name}: a perfect reader of the notes: kappa {notes_ceiling(memory, heldout):.3f}")
+    judge = PointwiseJudge(lm, {"rubric": rubric}, memory=memory)
     records = pointwise_records(
         rubric,
         train,
@@ -192,10 +205,7 @@ async def lora_arm(
         comments,
         messages=lambda item: judge.messages(item, PASS_QUESTION),  # the prompt it is read on
     )
-    # reviewed examples make a prompt about twice as long
-    cfg = LoraSettings(
-        epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=1024 if memory else 512
-    )
+    cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
     started = time.perf_counter()
     result = await asyncio.to_thread(
         train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed
@@ -230,7 +240,7 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         arms.append(await measure(name, score, train, heldout, args.seed, seconds))
     with tempfile.TemporaryDirectory(prefix="judge-lora-") as scratch:
         if args.memory:
-            name = f"LoRA judge with {args.memory} reviewed examples"
+            name = f"LoRA judge with a memory ({args.memory} notes)"
             folder = Path(scratch) / "memory"
             arms.append(
                 await lora_arm(
@@ -314,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=0,
         metavar="K",
-        help="add a LoRA judge shown its K nearest training labels (benchmarks/judge_memory.py)",
+        help="add a LoRA judge reading the notes on its K nearest training labels (judges.memory)",
     )
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"

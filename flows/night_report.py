@@ -161,6 +161,7 @@ def watch_metrics(watch: Watch) -> dict[str, float]:
 
 def judge_lora_metrics(step: JudgeLora) -> dict[str, float]:
     out = {"judge_lora_records": float(step.records), "judge_lora_kept": float(bool(step.kept))}
+    out["judge_lora_memory_notes"] = float(step.memory)
     if step.records:
         out |= {"judge_lora_seconds": step.seconds, "judge_lora_val_rubric": step.rubric_val}
     if step.best_val is not None:

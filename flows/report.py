@@ -122,9 +122,11 @@ def judge_lora_lines(report: NightReport) -> list[str]:
         return [f"Judge LoRA step: not run; {step.note}."]
     read = ", ".join(f"{name} {kappa:.3f}" for name, kappa in step.checkpoints.items())
     kappa = report.alignment.judge.heldout_score
-    outcome = f"kept: the judge is rubric plus adapter (held-out κ {kappa:.3f})"
+    parts = "rubric, adapter and memory" if step.memory else "rubric plus adapter"
+    outcome = f"kept: the judge is {parts} (held-out κ {kappa:.3f})"
+    shown = f" with {step.memory} reviewers' notes per exchange" if step.memory else ""
     return [
-        f"Judge LoRA step: {step.records} records, {step.seconds:.0f} s of training; "
+        f"Judge LoRA step: {step.records} records{shown}, {step.seconds:.0f} s of training; "
         f"validation κ per checkpoint {read} against the rubric alone's {step.rubric_val:.3f}; "
         f"{outcome if step.kept else step.note}."
     ]

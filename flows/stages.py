@@ -145,7 +145,16 @@ async def judge_lora_stage(
         return saved_adapters(folder)
 
     return await judge_lora_step(
-        rt.lm, alignment, train, val, heldout, train_adapter, seed, cfg.injections, cfg.comments
+        rt.lm,
+        alignment,
+        train,
+        val,
+        heldout,
+        train_adapter,
+        seed,
+        cfg.injections,
+        cfg.comments,
+        cfg.memory,
     )
 
 

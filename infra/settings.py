@@ -153,6 +153,10 @@ class JudgeLoraSettings(Section):
     # expected weather; the reply said music"): the reason teaches what the label alone
     # does not. The judge is still read on the verdict token.
     comments: bool = False
+    # The reviewers' notes on this many training labels whose requests are most alike go
+    # into the judge's prompt (`judges.memory`), and the adapter learns to read them: what
+    # was right for similar requests is what a small judge cannot work out alone. 0: none.
+    memory: int = Field(3, ge=0)
     epochs: PositiveInt = 3
     checkpoints: PositiveInt = 3  # evenly spaced; the last is the end of training
     max_steps: PositiveInt | None = None  # optimizer steps at most; None: `epochs` passes

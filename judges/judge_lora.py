@@ -5,7 +5,11 @@ any rubric); its weights can learn what no prompt says. The adapter trains on th
 training labels as verdict tokens on the judge's own prompt (`judges.lora_records`), is
 read at each saved checkpoint on the validation labels, its threshold calibrated on the
 training labels (early stopping, read after the run), and the best checkpoint is kept
-only if it agrees better on validation than the rubric alone. Held-out labels are only
+only if it agrees better on validation than the rubric alone. With a memory
+(`judges.memory`), the judge's prompt also holds the reviewers' notes on the training
+labels most like the exchange, and the adapter trains and is read on that prompt: the
+notes say what the request alone does not (on the demo, which kind was right), and the
+adapter learns to compare the reply with them. Held-out labels are only
 measured, never chosen on: the gate (`judges.choose`) reads them. Training is the
 caller's (`weights.lora`, composed by `flows`): judges do not train models.
 """
@@ -20,7 +24,9 @@ from pathlib import Path
 from infra.lm import LM
 from judges.align import Alignment, beats
 from judges.lora_records import Record, pointwise_records
+from judges.memory import ReviewedMemory
 from judges.pass_fail_fit import fit_and_validate, heldout_agreement
+from judges.pointwise import PASS_QUESTION, PointwiseJudge
 from judges.types import JudgedItem
 
 # records -> the adapter folders training saved, in order (the last is the end)
@@ -36,6 +42,7 @@ class JudgeLora:
     checkpoints: dict[str, float] = field(default_factory=dict)  # folder name -> val kappa
     kept: str | None = None  # the kept adapter's folder; None: the rubric stays alone
     seconds: float = 0.0  # training
+    memory: int = 0  # reviewers' notes in the judge's prompt per exchange (`judges.memory`)
     note: str = ""  # why it did not run, or was not kept
 
     @property
@@ -53,19 +60,33 @@ async def judge_lora_step(
     seed: int,
     injections: bool = True,
     comments: bool = False,
+    memory: int = 0,
 ) -> tuple[Alignment, JudgeLora]:
     """Tonight's aligned judge with its LoRA adapter when one agrees better on validation
-    labels (the alignment, its judge replaced), and what the step did."""
+    labels (the alignment, its judge replaced), and what the step did. `memory`: the notes
+    on alike training labels the judge reads per exchange (0: none); they are saved in
+    every checkpoint's folder, so the adapter is never read without them."""
     judge, rubric_val = alignment.judge, alignment.judge_val_score
     if judge.scale.kind != "boolean":
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
         return alignment, JudgeLora(0, rubric_val, note=note)
-    records = pointwise_records(judge.prompts["rubric"], train, seed, injections, comments)
+    notes = ReviewedMemory(train, memory) if memory else None
+    reader = PointwiseJudge(lm, judge.prompts, memory=notes)
+    records = pointwise_records(
+        judge.prompts["rubric"],
+        train,
+        seed,
+        injections,
+        comments,
+        messages=lambda item: reader.messages(item, PASS_QUESTION),  # the prompt it is read on
+    )
     started = time.perf_counter()
     folders = await train_adapter(records)
-    step = JudgeLora(len(records), rubric_val, seconds=time.perf_counter() - started)
+    step = JudgeLora(len(records), rubric_val, seconds=time.perf_counter() - started, memory=memory)
     best: tuple[float, float, Path] | None = None  # (val kappa, threshold, folder)
     for folder in folders:
+        if notes is not None:
+            notes.save(folder)
         cut, kappa = await fit_and_validate(lm, judge.prompts, train, val, str(folder))
         step.checkpoints[folder.name] = kappa
         if best is None or beats(kappa, best[0]):
@@ -80,5 +101,5 @@ async def judge_lora_step(
     _, cut, folder = best
     report = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, str(folder))
     step.kept = str(folder)
-    tuned = replace(judge, threshold=cut, heldout=report, adapter=str(folder))
+    tuned = replace(judge, threshold=cut, heldout=report, adapter=str(folder))  # notes inside
     return replace(alignment, judge=tuned), step

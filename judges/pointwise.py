@@ -15,6 +15,7 @@ from infra.lm import LM, ModelCallFailed
 from judges.adapter import ServedJudgeAdapter, served
 from judges.calls import each
 from judges.judged_text import DATA_NOTE, as_data
+from judges.memory import ReviewedMemory
 from judges.types import JudgedItem
 
 SEED_JUDGE_PROMPTS = {
@@ -33,10 +34,15 @@ def seed_judge_prompts(rubric: str | None = None) -> dict[str, str]:
     return {"rubric": rubric or SEED_JUDGE_PROMPTS["rubric"]}
 
 
-def judge_messages(rubric: str, item: JudgedItem, question: str) -> list[dict[str, str]]:
+def judge_messages(
+    rubric: str, item: JudgedItem, question: str, memory: ReviewedMemory | None = None
+) -> list[dict[str, str]]:
     """The chat every pointwise judge sends: its rubric, the exchange as declared data
-    (`judges.judged_text`), the question."""
+    (`judges.judged_text`), the reviewers' notes on alike requests if it has a `memory`,
+    the question."""
     exchange = f"{as_data('request', item.input_text)}\n\n{as_data('reply', item.output_text)}"
+    if memory is not None:  # after the reply, nearest the question: a small model reads
+        exchange += f"\n\n{memory.notes(item)}"  # what is close to where it answers
     return [
         {"role": "system", "content": f"{rubric}\n\n{DATA_NOTE}"},
         {"role": "user", "content": f"{exchange}\n\n{question}"},
@@ -57,6 +63,7 @@ class PointwiseJudge:
         threshold: float = 0.5,
         rationale_max_tokens: int = 48,
         adapter: str | None = None,
+        memory: ReviewedMemory | None = None,
     ):
         self.lm = lm
         self.prompts = prompts
@@ -64,11 +71,14 @@ class PointwiseJudge:
         self.rationale_max_tokens = rationale_max_tokens
         # the judge's own LoRA adapter (its folder), served beside the agent's
         self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
+        # reviewed exchanges whose notes it reads (`judges.memory`); an adapter trained on
+        # such notes keeps them in its folder, and is never read without them
+        self.memory = memory or ReviewedMemory.beside(adapter)
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
         self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
     def messages(self, item: JudgedItem, question: str) -> list[dict[str, str]]:
-        return judge_messages(self.prompts["rubric"], item, question)
+        return judge_messages(self.prompts["rubric"], item, question, self.memory)
 
     async def p_pass(self, item: JudgedItem) -> float:
         logps = await self.lm.choice_logprobs(

@@ -20,6 +20,7 @@ from infra.lm.model_files import resolve_model_path
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from infra.traces.jsonl import DEMO_DIR
+from judges.memory import FILE as MEMORY_FILE
 from tests.fakes import random_lora_adapter
 from tests.prefect_harness import prefect_harness
 
@@ -307,8 +308,10 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
     assert step.records > 0 and len(step.checkpoints) == 2 and step.seconds > 0
     assert "Judge LoRA step: " in render_markdown(report)
     version = MlflowClient(settings.tracking_uri).get_prompt_version("agent-judge-rubric", 1)
-    if step.kept:  # rubric plus adapter, registered together
+    assert step.memory == Settings().judge.lora.memory > 0  # notes in the judge's prompt
+    if step.kept:  # rubric, adapter and the notes it reads, registered together
         assert report.alignment.judge.adapter == step.kept
+        assert (Path(step.kept) / MEMORY_FILE).is_file()
         assert version.tags["flywheel.judge.adapter"].startswith("runs:/")
     else:
         assert "flywheel.judge.adapter" not in version.tags

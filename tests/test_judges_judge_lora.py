@@ -25,6 +25,7 @@ class AdapterLM:
     def __init__(self):
         self.served: dict[str, str] = {}  # name -> folder
         self.ran_on: list[str | None] = []
+        self.asked: list[str] = []  # each judgement's user message
 
     async def adapters(self) -> list[str]:
         return list(self.served)
@@ -34,6 +35,7 @@ class AdapterLM:
 
     async def choice_logprobs(self, messages, choices, adapter=None) -> list[float]:
         self.ran_on.append(adapter)
+        self.asked.append(messages[1]["content"])
         skill = (Path(self.served[adapter]) / "skill").read_text() if adapter else None
         good = "[good]" in messages[1]["content"]
         p = (0.9 if good else 0.1) if skill == "sharp" else 0.5
@@ -194,3 +196,36 @@ async def test_the_annotators_comments_reach_the_records_only_when_asked(tmp_pat
         with_reason = {s for s in said if s.startswith(("Yes. because", "No. because"))}
         assert bool(with_reason) == comments
         assert {s.split(".")[0] for s in said} == {"Yes", "No"}  # the verdict still leads
+
+
+async def test_a_judge_with_a_memory_trains_on_its_notes_and_keeps_them_with_its_adapter(
+    tmp_path,
+):
+    """The records and every judgement of the kept judge read the notes on alike training
+    labels; the notes are saved in the adapter's folder, so the version registered in
+    MLflow and reloaded on the next night judges with the same prompt."""
+    from judges.memory import FILE, INTRO
+
+    lm = AdapterLM()
+    items = [replace(i, human_comment=f"note on {i.id}") for i in labelled()]
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    fit, got = trainer(tmp_path, "coin", "sharp")
+    alignment, step = await judge_lora_step(
+        lm, aligned(0.0), train, val, heldout, fit, seed=0, memory=2
+    )
+    assert all(r["prompt"][1]["content"].count("note on t") == 2 for r in got[0])
+    kept = alignment.judge.adapter
+    assert kept == str(tmp_path / "sharp") and (tmp_path / "coin" / FILE).is_file()
+    lm.asked.clear()
+    await alignment.judge.metric(lm).p_pass_many(heldout[:3])
+    tonight = list(lm.asked)
+    assert all(INTRO in text and text.count("note on t") == 2 for text in tonight)
+
+    registry = Registry(Settings(state_dir=tmp_path / "state"))
+    window = LabelWindow(len(items), None, None, None, None)
+    await choose_judge(lm, registry, "n1", alignment, heldout, window, 0.2, 0)
+    reloaded = production_judge(registry, ["rubric"], tmp_path / "night2")
+    assert reloaded.adapter != kept
+    lm.asked.clear()
+    await reloaded.metric(lm).p_pass_many(heldout[:3])
+    assert lm.asked == tonight
