@@ -179,8 +179,9 @@ def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
     What a judge reading this memory could reach, were reading the only difficulty."""
 
     def right_kind(note: JudgedItem) -> str | None:
-        said = note.human_comment.split("expected", 1)[-1] if not note.human_pass else ""
-        return parse_intent(note.output_text) if note.human_pass else parse_intent(said)
+        if note.human_pass:  # the reply named it
+            return parse_intent(note.output_text)
+        return parse_intent(note.human_comment.split("expected", 1)[-1])
 
     verdicts = []
     for item in heldout:

@@ -73,7 +73,7 @@ class PointwiseJudge:
         self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
         # reviewed exchanges whose notes it reads (`judges.memory`); an adapter trained on
         # such notes keeps them in its folder, and is never read without them
-        self.memory = memory or ReviewedMemory.beside(adapter)
+        self.memory = memory if memory is not None else ReviewedMemory.beside(adapter)
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
         self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
