@@ -10,7 +10,8 @@ Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on tra
   arm below starts from it.
 - **aligned rubric**: the night's prompt alignment (`judges.align`: GEPA on the rubric
   with the night's judge settings, train = feedback, val = Pareto set; the seed stays
-  unless GEPA's best agrees better on val), on the base model.
+  unless GEPA's best agrees better on val and reaches `judge.min_agreement` there), on
+  the base model.
 - **LoRA judge**: an adapter trained with `weights.lora.train_sft_adapter` on the train
   labels as verdict tokens on the judge's own prompt (`judges.lora_records`: balanced by
   label; with `--injections`, each failing reply once more with an instruction to the judge
@@ -163,6 +164,7 @@ async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tup
         heldout,
         gepa_config(cfg, seed, skip_perfect_score=False),
         gepa_reflection(reflection_lm(lm, cfg.reflection_max_tokens, seed)),
+        floor=cfg.min_agreement,
     )
     seconds = time.perf_counter() - started
     print(

@@ -158,9 +158,14 @@ def notes(report: NightReport) -> list[str]:
             "them nothing is measured against production, and nothing can be promoted."
         )
     if a.kept_seed:
+        below = (
+            f", below the {a.floor:.2f} a rubric needs to replace it (judge.min_agreement)"
+            if a.seed_val_score < a.val_score < a.floor
+            else ""
+        )
         out.append(
             f"Judge: kept the seed rubric; GEPA's best had validation {STATISTICS[a.primary]} "
-            f"{a.val_score:.3f} vs the seed's {a.seed_val_score:.3f}."
+            f"{a.val_score:.3f} vs the seed's {a.seed_val_score:.3f}{below}."
         )
     out += [f"Schedule {step.line()}." for step in report.steps]
     out += [

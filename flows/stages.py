@@ -120,6 +120,7 @@ async def align_judge_stage(
         ),
         gepa_reflection(reflection_lm(rt.reflection_lm, cfg.reflection_max_tokens, seed)),
         on_event,
+        floor=cfg.min_agreement,
     )
 
 

@@ -192,7 +192,8 @@ class JudgeSettings(GEPASettings):
     # statistic follows the annotation's scale: Cohen's kappa for pass/fail and unranked
     # categories, quadratic weighted kappa for ranked categories and integer ranges,
     # Spearman's rho for any other number. A night whose judge is below it still runs,
-    # but what it registers is marked untrusted and must not be promoted.
+    # but what it registers is marked untrusted and must not be promoted. Alignment, too,
+    # keeps the seed rubric unless GEPA's best reaches it on the validation labels.
     min_agreement: float = 0.2
     # Held-out labels the gate needs before a judge can pass it (or be trusted): fewer
     # make kappa a coin toss.

@@ -2,8 +2,12 @@
 
 GEPA searches the rubric (train = reflective feedback, val = Pareto set). Its best must
 then beat the seed on the scale's primary agreement statistic over the validation
-labels, each fitted on the training labels, or the seed stays: the search metric is
-only a surrogate, and a small reflection model can propose rubrics that game it.
+labels, each fitted on the training labels, and reach `floor` there, or the seed stays:
+the search metric is only a surrogate, and a small reflection model can propose rubrics
+that game it. Below the floor, beating the seed is a choice between two judges that
+agree with people at chance, and the team's own rubric is the better start (on the
+demo's 135M model a night replaced the router's rubric, val kappa -0.138, with one
+about editing instructions, -0.005).
 Held-out labels are only ever reported, never used to choose. What differs by scale
 (the search metric, the fit, the agreement) is a `ScaleFit`.
 """
@@ -73,13 +77,14 @@ class Alignment:
     seed: Judge
     val_score: float  # the primary statistic of GEPA's best on validation labels
     seed_val_score: float
-    kept_seed: bool  # GEPA's best did not agree better on validation labels
+    kept_seed: bool  # GEPA's best did not agree better on validation labels, or not at `floor`
     searched: dict[str, str]  # GEPA's best candidate, kept or not
     metric_calls: int
     sizes: dict[str, int]  # labels per split: train, val, heldout
     unparseable: int = 0  # verdicts the search scored 0, unreadable
     refused: int = 0  # proposals refused unevaluated: they restated the meta-prompt
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
+    floor: float = -math.inf  # the validation agreement a rubric needs to replace the seed
 
     @property
     def primary(self) -> str:
@@ -106,6 +111,7 @@ async def align(
     config: GEPAConfig,
     reflection_lm: Callable[[str], Awaitable[str]],
     on_event: Callable[[Any], None] | None = None,
+    floor: float = -math.inf,
 ) -> Alignment:
     fit = fit_for(scale)
     fit.check(train + val + heldout)  # before any budget is spent
@@ -125,7 +131,7 @@ async def align(
         fit.fit(lm, seed_prompts, train, val, config.seed),
         fit.fit(lm, best, train, val, config.seed),
     )
-    kept_seed = best != seed_prompts and not beats(best_val, seed_val)
+    kept_seed = best != seed_prompts and not (beats(best_val, seed_val) and best_val >= floor)
     chosen, cut = (seed_prompts, seed_cut) if kept_seed else (best, best_cut)
     seed_report, chosen_report = await asyncio.gather(
         fit.agreement(lm, seed_prompts, seed_cut, heldout, config.seed),
@@ -142,4 +148,5 @@ async def align(
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
         unparseable=adapter.unparseable,
         refused=result.rejections.get(RejectReason.REFUSED, 0),
+        floor=floor,
     )

@@ -144,7 +144,12 @@ def test_a_graded_night_reports_its_own_statistic():
     text = render_markdown(night)
     assert "| judge weighted κ (held-out) | — | 0.100 |" in text
     assert "Judge not trusted: held-out weighted κ 0.100 < 0.2." in text
-    assert "GEPA's best had validation weighted κ 0.300 vs the seed's 0.200" in text
+    assert "GEPA's best had validation weighted κ 0.300 vs the seed's 0.200." in text
+    floored = render_markdown(report(0.5, replace(graded, kept_seed=True, floor=0.5)))
+    assert (
+        "GEPA's best had validation weighted κ 0.300 vs the seed's 0.200, below the 0.50 a "
+        "rubric needs to replace it (judge.min_agreement)." in floored
+    )
 
 
 def test_unreadable_judge_verdicts_are_counted_and_said_only_when_there_were_some():

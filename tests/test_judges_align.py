@@ -121,3 +121,42 @@ async def test_a_pass_fail_label_missing_is_named_before_any_budget_is_spent():
             lambda prompt: None,
         )
     assert lm.calls == []
+
+
+async def test_a_rubric_below_the_floor_does_not_replace_the_seed_even_when_it_beats_it():
+    def p_yes_weak(messages):
+        rubric, user = messages[0]["content"], messages[1]["content"]
+        if "must name the intent" not in rubric:
+            return 0.3  # the seed: no signal, kappa 0
+        number = int(user.split("request ")[1].split("\n")[0])
+        passes = ("<reply>\nright" in user) != (number % 4 == 1)  # wrong on a quarter
+        return 0.8 if passes else 0.2
+
+    async def aligned_with(floor: float):
+        lm = ScriptedLM(
+            reply=lambda m: "```\nA reply passes only if it must name the intent.\n```",
+            p_first=p_yes_weak,
+        )
+
+        async def reflect(prompt: str) -> str:
+            return (await lm.complete([{"role": "user", "content": prompt}])).text
+
+        items = judged(36)
+        return await align(
+            lm,
+            {"rubric": "Judge the reply."},
+            PASS_FAIL,
+            items[:12],
+            items[12:24],
+            items[24:],
+            GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
+            reflect,
+            floor=floor,
+        )
+
+    free = await aligned_with(float("-inf"))
+    assert not free.kept_seed and "must name the intent" in free.judge.prompts["rubric"]
+    assert free.seed_val_score < free.val_score < 0.9  # better than the seed, not good
+    floored = await aligned_with(0.9)
+    assert floored.val_score == free.val_score  # the same search, the same best
+    assert floored.kept_seed and floored.judge == floored.seed and floored.floor == 0.9

@@ -144,7 +144,7 @@ async def test_an_adapter_the_judge_does_not_prefer_is_measured_but_not_kept(tmp
     result = await run(AdapterModel(), judged(with_adapter=0.4), tmp_path)
     assert not result.kept and result.adapter_path is None
     assert result.trained_path and result.val_with == pytest.approx(0.4)
-    assert "not kept" in result.note
+    assert "the judge preferred the base model on the Pareto set" in result.note
 
 
 async def test_nothing_above_the_cut_trains_nothing(tmp_path, trained):

@@ -146,7 +146,8 @@ async def lora_round(
         )  # fmt: skip
     chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
     keep = with_adapter >= without
-    not_kept = "" if keep else f"not kept: the judge preferred {_what(base)} on the Pareto set"
+    # only the judge's view: a night with a selection slice decides on that (flows.schedule)
+    not_kept = "" if keep else f"the judge preferred {_what(base)} on the Pareto set"
     return LoraRound(
         trained_path=str(chosen),
         kept=keep,
