@@ -160,7 +160,7 @@ def notes(report: NightReport) -> list[str]:
     if a.kept_seed:
         below = (
             f", below the {a.floor:.2f} a rubric needs to replace it (judge.min_agreement)"
-            if a.seed_val_score < a.val_score < a.floor
+            if a.below_floor
             else ""
         )
         out.append(

@@ -91,6 +91,11 @@ class Alignment:
         return self.judge.primary
 
     @property
+    def below_floor(self) -> bool:
+        """GEPA's best beat the seed on validation labels but not up to `floor`."""
+        return beats(self.val_score, self.seed_val_score) and self.val_score < self.floor
+
+    @property
     def judge_val_score(self) -> float:
         """The chosen rubric's primary statistic on the validation labels."""
         return self.seed_val_score if self.kept_seed else self.val_score

@@ -73,6 +73,25 @@ async def test_pointwise_judge_reads_probabilities():
     assert abs(verdict.p_pass - 0.3) < 1e-9 and verdict.passed
 
 
+async def align_thirds(lm: ScriptedLM, items: list[JudgedItem], **kwargs):
+    """Align from "Judge the reply." on 36 items split into thirds, `lm` also reflecting."""
+
+    async def reflect(prompt: str) -> str:
+        return (await lm.complete([{"role": "user", "content": prompt}])).text
+
+    return await align(
+        lm,
+        {"rubric": "Judge the reply."},
+        PASS_FAIL,
+        items[:12],
+        items[12:24],
+        items[24:],
+        GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
+        reflect,
+        **kwargs,
+    )
+
+
 async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
     items = judged(36)
 
@@ -85,20 +104,7 @@ async def test_a_rubric_that_games_the_surrogate_does_not_replace_the_seed():
         return 0.45 if passes else 0.40  # weak but perfectly ranked
 
     lm = ScriptedLM(reply=lambda m: "```\nJudge and be very sure.\n```", p_first=p_yes_gamed)
-
-    async def reflect(prompt: str) -> str:
-        return (await lm.complete([{"role": "user", "content": prompt}])).text
-
-    aligned = await align(
-        lm,
-        {"rubric": "Judge the reply."},
-        PASS_FAIL,
-        items[:12],
-        items[12:24],
-        items[24:],
-        GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
-        reflect,
-    )
+    aligned = await align_thirds(lm, items)
     assert "be very sure" in aligned.searched["rubric"]  # the search took it
     assert aligned.kept_seed and aligned.judge.prompts == {"rubric": "Judge the reply."}
     assert aligned.seed_val_score == 1.0 and aligned.val_score < 1.0
@@ -137,22 +143,7 @@ async def test_a_rubric_below_the_floor_does_not_replace_the_seed_even_when_it_b
             reply=lambda m: "```\nA reply passes only if it must name the intent.\n```",
             p_first=p_yes_weak,
         )
-
-        async def reflect(prompt: str) -> str:
-            return (await lm.complete([{"role": "user", "content": prompt}])).text
-
-        items = judged(36)
-        return await align(
-            lm,
-            {"rubric": "Judge the reply."},
-            PASS_FAIL,
-            items[:12],
-            items[12:24],
-            items[24:],
-            GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4, skip_perfect_score=False),
-            reflect,
-            floor=floor,
-        )
+        return await align_thirds(lm, judged(36), floor=floor)
 
     free = await aligned_with(float("-inf"))
     assert not free.kept_seed and "must name the intent" in free.judge.prompts["rubric"]
