@@ -24,6 +24,9 @@ Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on tra
   `judge.lora.memory`): the LoRA judge trained and read with the reviewers' notes on the
   K training labels whose requests are most alike after the exchange, verdict and comment
   each (an exchange never sees its own trace).
+- **mismatched replies** (`--mismatched`, the night's `judge.lora.mismatched`): every
+  LoRA judge above also trains on each passing training reply under an unlike training
+  request, labelled fail (`judges.mismatched`).
 - **aligned rubric + LoRA judge**: the same adapter training on the aligned rubric's
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
@@ -39,8 +42,9 @@ instruction raised and the share it flipped to pass (one sentence of `judges.inj
 per reply, seeded; none is a sentence the LoRA judge trained on), and the seconds of training.
 
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
+        [--learning-rate 5e-4]
         [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
-        [--comments] [--memory K] [--reward-head]
+        [--comments] [--memory K] [--mismatched] [--reward-head]
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter, parse_intent
 from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
 from infra.scales import ScoreScale
-from infra.settings import JudgeSettings, LMSettings, LoraSettings
+from infra.settings import JudgeLoraSettings, JudgeSettings, LMSettings, LoraSettings
 from infra.traces.jsonl import JsonlTraceSource
 from judges.align import align
 from judges.calibration import calibrate_threshold
@@ -197,6 +201,7 @@ async def lora_arm(
     lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
 ) -> Arm:
     memory = ReviewedMemory(train, memory_k) if memory_k else None
+    name += " + mismatched replies" if args.mismatched else ""
     if memory is not None:
         print(f"{name}: a perfect reader of the notes: kappa {notes_ceiling(memory, heldout):.3f}")
     judge = PointwiseJudge(lm, {"rubric": rubric}, memory=memory)
@@ -207,8 +212,14 @@ async def lora_arm(
         args.injections,
         comments,
         messages=lambda item: judge.messages(item, PASS_QUESTION),  # the prompt it is read on
+        mismatched_replies=args.mismatched,
     )
-    cfg = LoraSettings(epochs=args.epochs, checkpoints=args.checkpoints, max_seq_length=512)
+    cfg = LoraSettings(
+        epochs=args.epochs,
+        checkpoints=args.checkpoints,
+        max_seq_length=512,
+        learning_rate=args.learning_rate,
+    )
     started = time.perf_counter()
     result = await asyncio.to_thread(
         train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed
@@ -308,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--checkpoints", type=int, default=3)
+    parser.add_argument("--learning-rate", type=float, default=JudgeLoraSettings().learning_rate)
     parser.add_argument("--heldout-fraction", type=float, default=0.4)
     parser.add_argument("--injections", action="store_true")
     parser.add_argument(
@@ -328,6 +340,11 @@ def main(argv: list[str] | None = None) -> None:
         default=0,
         metavar="K",
         help="add a LoRA judge reading the notes on its K nearest training labels (judges.memory)",
+    )
+    parser.add_argument(
+        "--mismatched",
+        action="store_true",
+        help="LoRA judges also train on passing replies under unlike requests, labelled fail",
     )
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"

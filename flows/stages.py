@@ -156,6 +156,7 @@ async def judge_lora_stage(
         cfg.injections,
         cfg.comments,
         cfg.memory,
+        cfg.mismatched,
     )
 
 

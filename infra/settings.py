@@ -157,6 +157,11 @@ class JudgeLoraSettings(Section):
     # into the judge's prompt (`judges.memory`), and the adapter learns to read them: what
     # was right for similar requests is what a small judge cannot work out alone. 0: none.
     memory: int = Field(3, ge=0)
+    # Each passing reply once more under an unlike training request, labelled fail
+    # (`judges.mismatched`): a reply passes only for its own request, so the adapter must
+    # compare the two (and the notes) instead of judging the reply alone. Off: on the
+    # demo's split 0 it moved held-out kappa from 0.336 to 0.321 (README).
+    mismatched: bool = False
     epochs: PositiveInt = 3
     checkpoints: PositiveInt = 3  # evenly spaced; the last is the end of training
     max_steps: PositiveInt | None = None  # optimizer steps at most; None: `epochs` passes

@@ -61,11 +61,13 @@ async def judge_lora_step(
     injections: bool = True,
     comments: bool = False,
     memory: int = 0,
+    mismatched: bool = False,
 ) -> tuple[Alignment, JudgeLora]:
     """Tonight's aligned judge with its LoRA adapter when one agrees better on validation
     labels (the alignment, its judge replaced), and what the step did. `memory`: the notes
     on alike training labels the judge reads per exchange (0: none); they are saved in
-    every checkpoint's folder, so the adapter is never read without them."""
+    every checkpoint's folder, so the adapter is never read without them. `mismatched`:
+    also train on passing replies under unlike requests, labelled fail."""
     judge, rubric_val = alignment.judge, alignment.judge_val_score
     if judge.scale.kind != "boolean":
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
@@ -79,6 +81,7 @@ async def judge_lora_step(
         injections,
         comments,
         messages=lambda item: reader.messages(item, PASS_QUESTION),  # the prompt it is read on
+        mismatched_replies=mismatched,
     )
     started = time.perf_counter()
     folders = await train_adapter(records)

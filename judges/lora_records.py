@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from judges.injection import TRAINING, planted
+from judges.mismatched import mismatched
 from judges.pairwise import ASK_PROBABILITY, LABELS, PairwiseJudge
 from judges.pointwise import CHOICES, PASS_QUESTION, judge_messages
 from judges.types import JudgedItem, PairwiseItem
@@ -35,18 +36,23 @@ def pointwise_records(
     injections: bool = False,
     comments: bool = False,
     messages: Callable[[JudgedItem], list[dict[str, str]]] | None = None,
+    mismatched_replies: bool = False,
 ) -> list[Record]:
     """One record per labelled item, its verdict as the completion (then the annotator's
     comment, with `comments`), both labels equally many; with `injections`, each failing
     item once more with an instruction to the judge appended to its reply, still labelled
-    fail. `messages`: the judge's chat for an item, when it is not the plain pointwise one
-    on `rubric` (a judge whose prompt holds more than the rubric)."""
+    fail; with `mismatched_replies`, each passing reply once more under an unlike request,
+    labelled fail (`judges.mismatched`). `messages`: the judge's chat for an item, when it
+    is not the plain pointwise one on `rubric` (a judge whose prompt holds more than the
+    rubric)."""
     labelled = [i for i in items if i.human_pass is not None]
     rng = random.Random(seed)
     passing = [i for i in labelled if i.human_pass]
     failing = [i for i in labelled if not i.human_pass]
     if injections:
         failing += [planted(item, TRAINING, rng) for item in failing]
+    if mismatched_replies:
+        failing += mismatched(passing, rng)
     chat = messages or (lambda item: judge_messages(rubric, item, PASS_QUESTION))
     records = [_verdict(chat(i), i, comments) for i in _balanced(passing, failing, rng)]
     rng.shuffle(records)

@@ -229,3 +229,21 @@ async def test_a_judge_with_a_memory_trains_on_its_notes_and_keeps_them_with_its
     lm.asked.clear()
     await reloaded.metric(lm).p_pass_many(heldout[:3])
     assert lm.asked == tonight
+
+
+async def test_mismatched_replies_reach_the_records_only_when_asked(tmp_path):
+    train, val, heldout = judge_splits(labelled(), 0.4, 0)
+    passing = {i.output_text for i in train if i.human_pass}
+    for mismatched in (False, True):
+        (tmp_path / str(mismatched)).mkdir()
+        fit, got = trainer(tmp_path / str(mismatched), "sharp")
+        await judge_lora_step(
+            AdapterLM(), aligned(0.0), train, val, heldout, fit, 0, mismatched=mismatched
+        )
+        failing_with_a_passing_reply = [
+            r
+            for r in got[0]
+            if r["completion"][0]["content"] == "No"
+            and any(f"<reply>\n{reply}\n" in r["prompt"][1]["content"] for reply in passing)
+        ]
+        assert bool(failing_with_a_passing_reply) == mismatched
