@@ -214,12 +214,10 @@ async def lora_arm(
         messages=lambda item: judge.messages(item, PASS_QUESTION),  # the prompt it is read on
         mismatched_replies=args.mismatched,
     )
-    cfg = LoraSettings(
-        epochs=args.epochs,
-        checkpoints=args.checkpoints,
-        max_seq_length=512,
-        learning_rate=args.learning_rate,
+    judge_lora = JudgeLoraSettings(
+        epochs=args.epochs, checkpoints=args.checkpoints, learning_rate=args.learning_rate
     )
+    cfg = judge_lora.training()  # the night's recipe, these three knobs as asked
     started = time.perf_counter()
     result = await asyncio.to_thread(
         train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed

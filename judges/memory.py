@@ -36,6 +36,12 @@ def trace_of(item: JudgedItem) -> str:
     return item.id.split("#", 1)[0]
 
 
+def alike_vectorizer() -> TfidfVectorizer:
+    """How texts are compared here: word unigrams and bigrams, sublinear (a word said
+    twice is not twice the evidence)."""
+    return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+
+
 def note(item: JudgedItem) -> str:
     verdict = "pass" if item.human_pass else "fail"
     comment = f": {item.human_comment.strip()}" if item.human_comment.strip() else ""
@@ -52,8 +58,7 @@ class ReviewedMemory:
         if k < 1:
             raise ValueError(f"a judge's memory shows k >= 1 notes, got k={k}")
         self.reviewed, self.k = reviewed, k
-        # word unigrams and bigrams; sublinear: a word said twice is not twice the evidence
-        self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+        self.vectorizer = alike_vectorizer()
         self.matrix = self.vectorizer.fit_transform([i.input_text for i in reviewed])
 
     def nearest(self, item: JudgedItem) -> list[JudgedItem]:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
+from judges.memory import alike_vectorizer
 from judges.types import JudgedItem
 
 SUFFIX = "#mismatched"  # on the id of the request it is put under (`judges.memory.trace_of`)
@@ -40,5 +40,4 @@ def mismatched(passing: Sequence[JudgedItem], rng: random.Random) -> list[Judged
 
 
 def _cosine(texts: list[str]):
-    matrix = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit_transform(texts)
-    return cosine_similarity(matrix)
+    return cosine_similarity(alike_vectorizer().fit_transform(texts))
