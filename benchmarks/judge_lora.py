@@ -4,7 +4,8 @@ Data: the demo export's human labels (`infra/traces/demo_data`, 168 labelled tra
 the intent router), split by trace as the night splits them (`judges.splits.judge_splits`:
 held-out `--heldout-fraction`, the rest 60/40 into train and validation), fixed by seed.
 
-Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on train:
+Arms, each read as P("Yes") vs P("No") with its pass threshold calibrated on train (an
+adapter's on train and validation together, as the night does):
 - **seed rubric**: `SEED_JUDGE_PROMPTS` on the base model; with `--task-rubric`, the
   intent router's own `judge_rubric` (what the night starts from on the demo), and every
   arm below starts from it.
@@ -45,12 +46,18 @@ per reply, seeded; none is a sentence the LoRA judge trained on), and the second
         [--learning-rate 5e-4]
         [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
         [--comments] [--memory K] [--mismatched] [--reward-head]
+        [--train-on-validation] [--probs JSON]
+
+`--train-on-validation` trains the LoRA judges on the validation labels as well and keeps
+the end of training (what 40 more labels buy, read on the same held-out labels);
+`--probs` writes every checkpoint's P(pass) on each split, for studying thresholds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import tempfile
 import time
@@ -65,6 +72,7 @@ from flows.stages import gepa_config
 from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter, parse_intent
 from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
+from infra.lm.threads import run_in_own_thread
 from infra.scales import ScoreScale
 from infra.settings import JudgeLoraSettings, JudgeSettings, LMSettings, LoraSettings
 from infra.traces.jsonl import JsonlTraceSource
@@ -127,8 +135,9 @@ async def threshold(score: Score, train: list[JudgedItem]) -> float:
 async def val_kappa(
     score: Score, train: list[JudgedItem], val: list[JudgedItem]
 ) -> tuple[float, float]:
-    """(threshold calibrated on train, kappa on val at it)"""
-    cut = await threshold(score, train)
+    """(threshold calibrated on train and val together, kappa on val at it): the night's
+    rule for an adapter fitted on the training labels (`judges.judge_lora`)."""
+    cut = await threshold(score, train + val)
     probs = await score(val)
     return cut, cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
 
@@ -219,7 +228,7 @@ async def lora_arm(
     )
     cfg = judge_lora.training()  # the night's recipe, these three knobs as asked
     started = time.perf_counter()
-    result = await asyncio.to_thread(
+    result = await run_in_own_thread(
         train_sft_adapter, records, lm.base_model_path, scratch, cfg, seed=args.seed
     )
     seconds = time.perf_counter() - started
@@ -227,6 +236,16 @@ async def lora_arm(
     best: tuple[float, float, str] | None = None  # (val kappa, threshold, checkpoint)
     for path in saved_adapters(result.path):
         score = judge_score(lm, rubric, str(path), memory)
+        if args.probs:  # every split's P(pass), to study thresholds and checkpoints offline
+            splits = {"train": train, "val": val, "heldout": heldout}
+            dump = {
+                n: {"p": await score(s), "gold": [i.human_pass for i in s]}
+                for n, s in splits.items()
+            }
+            keep_probs(args.probs, name, path.name, dump)
+        if not val:  # trained on the validation labels too: nothing to stop early on
+            best = (0.0, await threshold(score, train), str(path))  # the end of training
+            continue
         cut, kappa = await val_kappa(score, train, val)
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
@@ -237,9 +256,18 @@ async def lora_arm(
     return await measure(name, score, train, heldout, args.seed, seconds, cut)
 
 
+def keep_probs(path: Path, arm: str, checkpoint: str, splits: dict) -> None:
+    """Add one checkpoint's probabilities to the JSON file at `path` (arm -> checkpoint)."""
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    saved.setdefault(arm, {})[checkpoint] = splits
+    path.write_text(json.dumps(saved))
+
+
 async def run(args: argparse.Namespace) -> list[Arm]:
     lm = make_lm(LMSettings())
     train, val, heldout = demo_items(args.seed, args.heldout_fraction)
+    if args.train_on_validation:
+        train, val = train + val, []
     print(f"labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
     seed_rubric = JUDGE_RUBRIC if args.task_rubric else SEED_RUBRIC
     print(f"seed rubric: {seed_rubric}")
@@ -286,11 +314,11 @@ async def run(args: argparse.Namespace) -> list[Arm]:
 async def reward_head_arm(lm, train, heldout, args: argparse.Namespace) -> Arm:
     cfg = LoraSettings(epochs=args.epochs, max_seq_length=512)
     pairs = reward_pairs(train, args.seed, args.injections)
-    head = await asyncio.to_thread(train_reward_head, pairs, lm.base_model_path, cfg, args.seed)
+    head = await run_in_own_thread(train_reward_head, pairs, lm.base_model_path, cfg, args.seed)
     print(f"reward head: {head.pairs} pairs, {head.steps} steps, {head.seconds:.0f} s")
 
     async def score(items: list[JudgedItem]) -> list[float]:
-        return await asyncio.to_thread(head.p_pass, items)
+        return await run_in_own_thread(head.p_pass, items)
 
     return await measure("reward head", score, train, heldout, args.seed, head.seconds)
 
@@ -345,9 +373,24 @@ def main(argv: list[str] | None = None) -> None:
         help="LoRA judges also train on passing replies under unlike requests, labelled fail",
     )
     parser.add_argument(
+        "--train-on-validation",
+        action="store_true",
+        help="LoRA judges train on the validation labels too and keep the end of training: "
+        "what 40 more labels buy, on the same held-out ones",
+    )
+    parser.add_argument(
+        "--probs",
+        type=Path,
+        metavar="JSON",
+        help="write each LoRA checkpoint's P(pass) on train, validation and held-out items here",
+    )
+    parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
     )
-    show(asyncio.run(run(parser.parse_args(argv))))
+    args = parser.parse_args(argv)
+    if args.train_on_validation and not args.no_align:
+        parser.error("--train-on-validation leaves alignment no validation labels: add --no-align")
+    show(asyncio.run(run(args)))
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ reported.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.pairwise_scoring import Agreement, Fit, VerdictCache, heldout_agreement
 from infra.lm import LM
+from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from judges.lora_records import pairwise_records
 from judges.pairwise import PairwiseJudge
@@ -62,7 +62,7 @@ async def lora_arm(
     train, val, heldout = split
     records = pairwise_records(PairwiseJudge(lm, prompts), train)
     started = time.perf_counter()
-    result = await asyncio.to_thread(
+    result = await run_in_own_thread(
         train_sft_adapter, records, lm.base_model_path, folder, cfg, seed=seed
     )
     seconds = time.perf_counter() - started

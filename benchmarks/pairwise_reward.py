@@ -13,7 +13,6 @@ the end of training.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from benchmarks.judge_reward_head import RewardHead, exchange, train_reward_head
 from benchmarks.pairwise_lora import LoraArm, Split
 from benchmarks.pairwise_scoring import fit_verdicts, heldout_agreement
 from infra.lm import LM
+from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from judges.pairwise import PairwiseVerdict, pairwise_verdict
 from judges.types import PairwiseItem
@@ -55,9 +55,9 @@ async def reward_arm(lm: LM, split: Split, cfg: LoraSettings, seed: int) -> Lora
     train, val, heldout = split
     pairs = preference_pairs(train)
     started = time.perf_counter()
-    head = await asyncio.to_thread(train_reward_head, pairs, lm.base_model_path, cfg, seed)
+    head = await run_in_own_thread(train_reward_head, pairs, lm.base_model_path, cfg, seed)
     seconds = time.perf_counter() - started
-    verdicts = await asyncio.to_thread(reward_verdicts, head, train + val + heldout)
+    verdicts = await run_in_own_thread(reward_verdicts, head, train + val + heldout)
     n_train, n_val = len(train), len(val)
     fit = fit_verdicts(verdicts[:n_train], verdicts[n_train : n_train + n_val], train, val)
     return LoraArm(

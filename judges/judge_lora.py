@@ -3,9 +3,13 @@
 Prompt alignment cannot make a 135M judge agree with people (held-out kappa near 0.1 for
 any rubric); its weights can learn what no prompt says. The adapter trains on the
 training labels as verdict tokens on the judge's own prompt (`judges.lora_records`), is
-read at each saved checkpoint on the validation labels, its threshold calibrated on the
-training labels (early stopping, read after the run), and the best checkpoint is kept
-only if it agrees better on validation than the rubric alone. With a memory
+read at each saved checkpoint on the validation labels (early stopping, read after the
+run), and the best checkpoint is kept only if it agrees better on validation than the
+rubric alone. Its threshold is calibrated on the training and validation labels
+together: the adapter has fitted the training labels, so their P(pass) alone sits near
+0 and 1 and leaves the cut anywhere in between (on the demo's splits 0-2 that kept
+checkpoints at held-out kappa 0.336, 0.393, 0.318; calibrating on both, 0.507, 0.393,
+0.336). With a memory
 (`judges.memory`), the judge's prompt also holds the reviewers' notes on the training
 labels most like the exchange, and the adapter trains and is read on that prompt: the
 notes say what the request alone does not (on the demo, which kind was right), and the
@@ -90,7 +94,9 @@ async def judge_lora_step(
     for folder in folders:
         if notes is not None:
             notes.save(folder)
-        cut, kappa = await fit_and_validate(lm, judge.prompts, train, val, str(folder))
+        cut, kappa = await fit_and_validate(
+            lm, judge.prompts, train, val, str(folder), cut_on_val_too=True
+        )
         step.checkpoints[folder.name] = kappa
         if best is None or beats(kappa, best[0]):
             best = (kappa, cut, folder)

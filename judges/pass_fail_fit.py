@@ -83,13 +83,20 @@ async def fit_and_validate(
     train: list[JudgedItem],
     val: list[JudgedItem],
     adapter: str | None = None,
+    cut_on_val_too: bool = False,
 ) -> tuple[float, float]:
     """(threshold calibrated on train, kappa on val at that threshold), over the items
-    whose judging call succeeded; with the judge's LoRA `adapter` (its folder)."""
+    whose judging call succeeded; with the judge's LoRA `adapter` (its folder).
+    `cut_on_val_too`: calibrate on the training and validation labels together, for a
+    judge fitted on the training labels (on those alone its P(pass) sits near 0 and 1,
+    and the cut lands anywhere in between)."""
     probs = await PointwiseJudge(lm, prompts, adapter=adapter).p_pass_many(train + val)
     train, train_probs = answered(train, probs[: len(train)])
     val, val_probs = answered(val, probs[len(train) :])
-    threshold = calibrate_threshold(train_probs, _labels(train))
+    fitted, gold = (train_probs, _labels(train))
+    if cut_on_val_too:
+        fitted, gold = fitted + val_probs, gold + _labels(val)
+    threshold = calibrate_threshold(fitted, gold)
     return threshold, cohen_kappa([p >= threshold for p in val_probs], _labels(val))
 
 

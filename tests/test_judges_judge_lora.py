@@ -247,3 +247,33 @@ async def test_mismatched_replies_reach_the_records_only_when_asked(tmp_path):
             and any(f"<reply>\n{reply}\n" in r["prompt"][1]["content"] for reply in passing)
         ]
         assert bool(failing_with_a_passing_reply) == mismatched
+
+
+class OverfitLM(AdapterLM):
+    """Its adapter "overfit" is sure of the exchanges it trained on, and right but unsure on
+    the others: P(pass) 0.45 for a good reply, 0.30 for a bad one."""
+
+    def __init__(self, trained: list[JudgedItem]):
+        super().__init__()
+        self.trained = {f"<request>\n{i.input_text}\n</request>" for i in trained}
+
+    async def choice_logprobs(self, messages, choices, adapter=None) -> list[float]:
+        if adapter is None:
+            return await super().choice_logprobs(messages, choices, adapter)
+        text = messages[1]["content"]
+        good, seen = "[good]" in text, any(request in text for request in self.trained)
+        p = (0.99 if good else 0.01) if seen else (0.45 if good else 0.30)
+        return [math.log(p), math.log(1 - p)]
+
+
+async def test_an_adapters_threshold_is_calibrated_on_the_validation_labels_too(tmp_path):
+    """On its training labels alone an adapter's P(pass) sits near 0 and 1, so the cut
+    could land anywhere between (here at 0.5, failing every unseen reply); with the
+    validation labels it lands where unseen replies separate."""
+    items = labelled()
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    lm = OverfitLM(train)
+    fit, _ = trainer(tmp_path, "overfit")
+    alignment, step = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
+    assert 0.30 < alignment.judge.threshold < 0.45
+    assert step.checkpoints["overfit"] == 1.0 and alignment.judge.heldout["kappa"] == 1.0

@@ -1,10 +1,12 @@
-"""run_in_own_thread: the work runs on a fresh thread, which is gone once it returns."""
+"""run_in_own_thread: the work runs on a fresh thread, which is gone once it returns, at its
+caller's thread count."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+import torch
 
 from infra.lm.threads import run_in_own_thread
 
@@ -31,3 +33,16 @@ async def test_errors_reach_the_caller():
 
     with pytest.raises(ValueError, match="bad record 3"):
         await run_in_own_thread(fail)
+
+
+async def test_the_work_runs_at_the_callers_thread_count_not_the_last_one_set():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        # the batcher's governor, dropping to one thread on its own thread under contention
+        governor = threading.Thread(target=torch.set_num_threads, args=(1,))
+        governor.start()
+        governor.join()
+        assert await run_in_own_thread(torch.get_num_threads) == 2
+    finally:
+        torch.set_num_threads(before)

@@ -4,6 +4,11 @@ A thread that runs parallel torch ops keeps an OpenMP pool for as long as it liv
 libgomp throttles spin-waiting in every pool once it manages more threads than cores
 (see `infra.lm.batcher`). asyncio's default executor keeps its threads, so training or any
 big tensor work goes to a thread of its own that ends with the work, taking its pool.
+
+A fresh thread starts at the thread count torch was last set to on any thread, and the
+batcher's governor sets one while other processes hold the cores: training that started
+after such a moment ran on one core of two for the whole run. So the work takes the
+thread count of the thread that awaits it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import torch
+
 T = TypeVar("T")
 
 
@@ -20,6 +27,7 @@ async def run_in_own_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
     """`await asyncio.to_thread(fn, ...)`, but on a fresh thread that exits when fn returns."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
+    threads = torch.get_num_threads()  # the caller's, not whatever was set last elsewhere
 
     def settle(result: Any, error: BaseException | None) -> None:
         if done.cancelled():
@@ -31,6 +39,7 @@ async def run_in_own_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
 
     def work() -> None:
         try:
+            torch.set_num_threads(threads)
             result = fn(*args, **kwargs)
         except BaseException as error:  # noqa: BLE001 - handed to the awaiting caller
             loop.call_soon_threadsafe(settle, None, error)
