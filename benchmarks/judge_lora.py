@@ -206,6 +206,13 @@ def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
     return cohen_kappa(verdicts, [bool(i.human_pass) for i in heldout])
 
 
+def naming_baseline(heldout: list[JudgedItem]) -> float:
+    """Held-out kappa of a rule that passes every reply naming any of the router's kinds,
+    right or wrong: what reading the reply alone, without the request, agrees at."""
+    named = [parse_intent(item.output_text) is not None for item in heldout]
+    return cohen_kappa(named, [bool(i.human_pass) for i in heldout])
+
+
 async def lora_arm(
     lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
 ) -> Arm:
@@ -269,6 +276,7 @@ async def run(args: argparse.Namespace) -> list[Arm]:
     if args.train_on_validation:
         train, val = train + val, []
     print(f"labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
+    print(f"a rule passing every reply that names a kind: kappa {naming_baseline(heldout):.3f}")
     seed_rubric = JUDGE_RUBRIC if args.task_rubric else SEED_RUBRIC
     print(f"seed rubric: {seed_rubric}")
     arms = [await measure("seed rubric", judge_score(lm, seed_rubric), train, heldout, args.seed)]
