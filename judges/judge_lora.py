@@ -5,15 +5,17 @@ any rubric); its weights can learn what no prompt says. The adapter trains on th
 training labels as verdict tokens on the judge's own prompt (`judges.lora_records`), is
 read at each saved checkpoint on the validation labels (early stopping, read after the
 run), and the best checkpoint is kept only if it agrees better on validation than the
-rubric alone. Its threshold is calibrated on the training and validation labels
-together: the adapter has fitted the training labels, so their P(pass) alone sits near
-0 and 1 and leaves the cut anywhere in between (on the demo's splits 0-2 that kept
-checkpoints at held-out kappa 0.336, 0.393, 0.318; calibrating on both, 0.507, 0.393,
-0.336). With a memory
-(`judges.memory`), the judge's prompt also holds the reviewers' notes on the training
-labels most like the exchange, and the adapter trains and is read on that prompt: the
-notes say what the request alone does not (on the demo, which kind was right), and the
-adapter learns to compare the reply with them. Held-out labels are only
+rubric alone.
+
+Its threshold is calibrated on the training and validation labels together: the adapter
+has fitted the training labels, so their P(pass) alone sits near 0 and 1 and leaves the
+cut anywhere in between (on the demo's splits 0-2 the kept checkpoints read held-out
+kappa 0.336, 0.393, 0.318 at a cut on the training labels; 0.507, 0.393, 0.336 on both).
+
+With a memory (`judges.memory`), the judge's prompt also holds the reviewers' notes on
+the training labels most like the exchange, and the adapter trains and is read on that
+prompt: the notes say what the request alone does not (on the demo, which kind was
+right), and the adapter learns to compare the reply with them. Held-out labels are only
 measured, never chosen on: the gate (`judges.choose`) reads them. Training is the
 caller's (`weights.lora`, composed by `flows`): judges do not train models.
 """

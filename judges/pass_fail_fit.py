@@ -93,7 +93,7 @@ async def fit_and_validate(
     probs = await PointwiseJudge(lm, prompts, adapter=adapter).p_pass_many(train + val)
     train, train_probs = answered(train, probs[: len(train)])
     val, val_probs = answered(val, probs[len(train) :])
-    fitted, gold = (train_probs, _labels(train))
+    fitted, gold = train_probs, _labels(train)
     if cut_on_val_too:
         fitted, gold = fitted + val_probs, gold + _labels(val)
     threshold = calibrate_threshold(fitted, gold)
