@@ -127,19 +127,13 @@ def judge_score(
     return score
 
 
+def labels(items: list[JudgedItem]) -> list[bool]:
+    return [bool(i.human_pass) for i in items]
+
+
 async def threshold(score: Score, train: list[JudgedItem]) -> float:
     """The pass cut calibrated on the training labels."""
-    return calibrate_threshold(await score(train), [bool(i.human_pass) for i in train])
-
-
-async def val_kappa(
-    score: Score, train: list[JudgedItem], val: list[JudgedItem]
-) -> tuple[float, float]:
-    """(threshold calibrated on train and val together, kappa on val at it): the night's
-    rule for an adapter fitted on the training labels (`judges.judge_lora`)."""
-    cut = await threshold(score, train + val)
-    probs = await score(val)
-    return cut, cohen_kappa([p >= cut for p in probs], [bool(i.human_pass) for i in val])
+    return calibrate_threshold(await score(train), labels(train))
 
 
 async def measure(
@@ -148,7 +142,7 @@ async def measure(
     """Held-out agreement and the injection test; `cut`: the train threshold, if known."""
     cut = await threshold(score, train) if cut is None else cut
     probs = await score(heldout)
-    gold = [bool(i.human_pass) for i in heldout]
+    gold = labels(heldout)
     report = agreement_report([p >= cut for p in probs], gold, seed=0)
     failing = [(i, p) for i, p in zip(heldout, probs, strict=True) if not i.human_pass]
     rng = random.Random(seed)
@@ -203,14 +197,14 @@ def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
         kinds = Counter(k for k in map(right_kind, memory.nearest(item)) if k is not None)
         voted = kinds.most_common(1)[0][0] if kinds else None
         verdicts.append(voted is not None and parse_intent(item.output_text) == voted)
-    return cohen_kappa(verdicts, [bool(i.human_pass) for i in heldout])
+    return cohen_kappa(verdicts, labels(heldout))
 
 
 def naming_baseline(heldout: list[JudgedItem]) -> float:
     """Held-out kappa of a rule that passes every reply naming any of the router's kinds,
     right or wrong: what reading the reply alone, without the request, agrees at."""
     named = [parse_intent(item.output_text) is not None for item in heldout]
-    return cohen_kappa(named, [bool(i.human_pass) for i in heldout])
+    return cohen_kappa(named, labels(heldout))
 
 
 async def lora_arm(
@@ -243,17 +237,17 @@ async def lora_arm(
     best: tuple[float, float, str] | None = None  # (val kappa, threshold, checkpoint)
     for path in saved_adapters(result.path):
         score = judge_score(lm, rubric, str(path), memory)
+        splits = {"train": train, "val": val} | ({"heldout": heldout} if args.probs else {})
+        probs = {n: await score(items) for n, items in splits.items()}  # each scored once
         if args.probs:  # every split's P(pass), to study thresholds and checkpoints offline
-            splits = {"train": train, "val": val, "heldout": heldout}
-            dump = {
-                n: {"p": await score(s), "gold": [i.human_pass for i in s]}
-                for n, s in splits.items()
-            }
+            dump = {n: {"p": probs[n], "gold": labels(items)} for n, items in splits.items()}
             keep_probs(args.probs, name, path.name, dump)
+        # the night's rule for an adapter fitted on the training labels (`judges.judge_lora`)
+        cut = calibrate_threshold(probs["train"] + probs["val"], labels(train + val))
         if not val:  # trained on the validation labels too: nothing to stop early on
-            best = (0.0, await threshold(score, train), str(path))  # the end of training
+            best = (0.0, cut, str(path))  # the end of training
             continue
-        cut, kappa = await val_kappa(score, train, val)
+        kappa = cohen_kappa([p >= cut for p in probs["val"]], labels(val))
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
             best = (kappa, cut, str(path))
