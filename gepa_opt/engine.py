@@ -459,8 +459,12 @@ class GEPAEngine(Generic[DataInst]):
                 no_scores = EvaluationBatch(outputs=[], scores=[])
                 trials = [Trial(p, no_scores, reason=RejectReason.FAILED_CALLS) for p in plans]
             else:
+                # set by the first child that beats the parent, when that ends the wait
+                outpace = asyncio.Event() if self._first_improver_wins() else None
                 async with asyncio.TaskGroup() as tasks:
-                    running = [tasks.create_task(self._trial(plan, parent_eval)) for plan in plans]
+                    running = [
+                        tasks.create_task(self._trial(plan, parent_eval, outpace)) for plan in plans
+                    ]
                 trials = [task.result() for task in running]
             trials[0].paid += paid
             winners = self._winners(trials)
@@ -576,19 +580,37 @@ class GEPAEngine(Generic[DataInst]):
             )
         )
 
-    async def _trial(self, plan: Plan, parent_eval: EvaluationBatch) -> Trial:
-        """Lines 9-13 for one child: reflect, evaluate on the minibatch, compare."""
+    def _first_improver_wins(self) -> bool:
+        """Whether a group stops waiting for reflections once a child has improved
+        (`GEPAConfig.siblings`). "auto" does where reflections are the slow stage (their
+        measured mean at least twice a metric call's): there a group would wait for the
+        slowest of N; elsewhere judging all N picks the better child."""
+        mode = self._config.siblings
+        if mode != "auto":
+            return mode == "first"
+        reflection = self._workers.mean_seconds("reflection")
+        metric = self._workers.mean_seconds("metric")
+        return reflection is not None and metric is not None and reflection >= 2 * metric
+
+    async def _trial(
+        self, plan: Plan, parent_eval: EvaluationBatch, outpace: asyncio.Event | None
+    ) -> Trial:
+        """Lines 9-13 for one child: reflect, evaluate on the minibatch, compare.
+        `outpace`, when given, is set by the group's first child that beats the parent."""
         config, iteration, parent = self._config, plan.iteration, plan.draw.parent
         trial = Trial(plan, parent_eval)
         if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
             trial.reason = RejectReason.PERFECT_PARENT
             return trial
         try:
-            texts = await self._reflect(plan, parent_eval)
+            texts = await self._reflect_unless_outpaced(plan, parent_eval, outpace)
         except CallFailed:
             self._budget.failed_calls += 1
             plan.reflections.charge(plan.reflections.left)  # it was sent: the limit holds
             trial.reason = RejectReason.FAILED_CALLS
+            return trial
+        if texts is None:
+            trial.reason = RejectReason.OUTPACED
             return trial
         proposed = {c: text for c, text in texts.items() if text}
         changed = {c: t for c, t in proposed.items() if not self._refused(c, t, parent[c])}
@@ -615,7 +637,31 @@ class GEPAEngine(Generic[DataInst]):
             trial.reason = RejectReason.NOT_IMPROVED
             return trial
         self._improved += 1
+        if outpace is not None:
+            outpace.set()
         return trial
+
+    async def _reflect_unless_outpaced(
+        self, plan: Plan, parent_eval: EvaluationBatch, outpace: asyncio.Event | None
+    ) -> dict[str, str] | None:
+        """The plan's new texts, or None when `outpace` was set (a sibling improved)
+        before they came back: the reflection is cancelled then, and counted as sent (it
+        may have been), so the reflection limit still holds."""
+        if outpace is None:
+            return await self._reflect(plan, parent_eval)
+        reflecting = asyncio.ensure_future(self._reflect(plan, parent_eval))
+        outpaced = asyncio.ensure_future(outpace.wait())
+        try:
+            await asyncio.wait({reflecting, outpaced}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            outpaced.cancel()
+            if not reflecting.done():
+                reflecting.cancel()
+                await asyncio.wait({reflecting})
+        if not reflecting.cancelled():
+            return reflecting.result()
+        plan.reflections.charge(plan.reflections.left)
+        return None
 
     def _refused(self, component: str, text: str, current: str) -> bool:
         """Whether a proposed text is no candidate (`gepa_opt.refusal`)."""

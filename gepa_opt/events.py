@@ -35,6 +35,9 @@ class RejectReason(StrEnum):
     SIBLING_BETTER = "sibling_better"
     """The child improved, but a sibling (same parent, same minibatch) improved more, and
     `GEPAConfig.siblings="best"` sends only the best one to the valset."""
+    OUTPACED = "outpaced"
+    """A sibling improved while this child's reflection was still out
+    (`GEPAConfig.siblings="first"`): the reflection was cancelled, no metric call spent."""
 
 
 class StopReason(StrEnum):

@@ -175,9 +175,11 @@ def auto_shape(
 ) -> tuple[int, int]:
     """(P, N): the shape with the least expected seconds per useful accepted child.
 
-    A group is one parent and one minibatch with N children, its best improving child sent
-    to the valset (`GEPAConfig.siblings="best"`); P groups run side by side on the W
-    slots, each stage lasting its calls over W (at least one call's time),
+    A group is one parent and one minibatch with N children, one improving child sent to
+    the valset (`GEPAConfig.siblings` "first" or "best"); P groups run side by side on
+    the W slots, each stage lasting its calls over W (at least one call's time: with
+    "first" a group waits for its fastest improving child, so this overstates the
+    reflection stage of a wide group),
         T(P, N) = max(1, P*b/W)*L + max(1, P*N*r/W)*R + max(1, P*N*b/W)*L
                   + q_N*max(1, P*V/W)*L,
     where q_N = 1 - (1 - a)^N is the chance that some child beats its parent. Depth is

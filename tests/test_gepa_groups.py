@@ -78,7 +78,7 @@ async def run(config: GEPAConfig, adapter: KeywordAdapter | None = None, reflect
 async def test_only_the_best_sibling_goes_to_the_valset_unless_all_are_asked_for() -> None:
     config = dict(max_metric_calls=60, proposal_shape="1x3", max_concurrency=1,
                   reflection_minibatch_size=4, continue_winners=False)  # fmt: skip
-    best, _, _ = await run(GEPAConfig(**config))
+    best, _, _ = await run(GEPAConfig(**config, siblings="best"))
     first = [r for r in best.history if r.parent_idx == 0][:3]
     assert len({r.minibatch_ids for r in first}) == 1  # one minibatch, shared by the group
     assert [r.reject_reason for r in first].count(None) == 1
@@ -336,3 +336,47 @@ async def test_auto_stops_reusing_a_winning_minibatch_once_winners_do_not_lead()
     always = GEPAConfig(**{**vars(config), "reuse_winning_minibatch": "always"})
     result, _, _ = await run(always, FlatValset())
     assert len(reused(result)) >= 2
+
+
+class StragglerReflector(VariedReflector):
+    """A prompt's first reflection answers at once; its later ones (the siblings') take
+    `slow_s`, and only those that finish are counted."""
+
+    def __init__(self, slow_s: float) -> None:
+        super().__init__()
+        self.slow_s = slow_s
+        self.finished = 0
+
+    async def __call__(self, prompt: str) -> str:
+        if self.seen[prompt] >= 1:
+            await asyncio.sleep(self.slow_s)
+        reply = await super().__call__(prompt)
+        self.finished += 1
+        return reply
+
+
+async def test_with_siblings_first_a_group_does_not_wait_for_its_slowest_reflection() -> None:
+    reflector = StragglerReflector(slow_s=30.0)  # waited for, the test would time out
+    # the seed's valset (6) and one group (4 + 3 x 4 + 6): nothing after it fits
+    config = GEPAConfig(max_metric_calls=28, proposal_shape="1x3", max_concurrency=4,
+                        reflection_minibatch_size=4, siblings="first")  # fmt: skip
+    result, _, _ = await asyncio.wait_for(run(config, reflector=reflector), timeout=10)
+    group = [r for r in result.history if r.parent_idx == 0][:3]
+    reasons = [r.reject_reason for r in group]
+    assert reasons.count(None) == 1  # the fast child won
+    assert reasons.count(RejectReason.OUTPACED) == 2
+    assert all(r.metric_calls == 0 for r in group if r.reject_reason is RejectReason.OUTPACED)
+    assert reflector.finished == 1  # the slow reflections were cancelled, not awaited
+    assert result.reflection_calls == 3  # and counted as sent: the limit still holds
+
+
+async def test_auto_stops_waiting_for_stragglers_where_reflections_are_the_slow_stage() -> None:
+    config = GEPAConfig(max_metric_calls=60, proposal_shape="1x3", max_concurrency=4,
+                        reflection_minibatch_size=4, continue_winners=False)  # fmt: skip
+    # reflections far slower than metric calls: after the first group has measured
+    # them, groups stop waiting for the slowest
+    slow, _, _ = await run(config, reflector=StragglerReflector(slow_s=0.2))
+    assert RejectReason.OUTPACED in {r.reject_reason for r in slow.history}
+    # as fast as metric calls: every child is judged
+    fast, _, _ = await run(config, reflector=StragglerReflector(slow_s=0.0))
+    assert RejectReason.OUTPACED not in {r.reject_reason for r in fast.history}
