@@ -83,6 +83,7 @@ from judges.injection import PROBES
 from judges.lora_records import pointwise_records
 from judges.memory import ReviewedMemory
 from judges.metrics import agreement_report, cohen_kappa
+from judges.pass_fail_fit import validated_cut
 from judges.pointwise import PASS_QUESTION, SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits
 from judges.types import JudgedItem
@@ -242,12 +243,14 @@ async def lora_arm(
         if args.probs:  # every split's P(pass), to study thresholds and checkpoints offline
             dump = {n: {"p": probs[n], "gold": labels(items)} for n, items in splits.items()}
             keep_probs(args.probs, name, path.name, dump)
-        # the night's rule for an adapter fitted on the training labels (`judges.judge_lora`)
-        cut = calibrate_threshold(probs["train"] + probs["val"], labels(train + val))
         if not val:  # trained on the validation labels too: nothing to stop early on
+            cut = calibrate_threshold(probs["train"], labels(train))
             best = (0.0, cut, str(path))  # the end of training
             continue
-        kappa = cohen_kappa([p >= cut for p in probs["val"]], labels(val))
+        # the night's rule for an adapter fitted on the training labels (`judges.judge_lora`)
+        cut, kappa = validated_cut(
+            probs["train"], labels(train), probs["val"], labels(val), cut_on_val_too=True
+        )
         print(f"  {path.name}: validation kappa {kappa:.3f}")
         if best is None or kappa > best[0]:
             best = (kappa, cut, str(path))

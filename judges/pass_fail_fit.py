@@ -93,11 +93,22 @@ async def fit_and_validate(
     probs = await PointwiseJudge(lm, prompts, adapter=adapter).p_pass_many(train + val)
     train, train_probs = answered(train, probs[: len(train)])
     val, val_probs = answered(val, probs[len(train) :])
-    fitted, gold = train_probs, _labels(train)
+    return validated_cut(train_probs, _labels(train), val_probs, _labels(val), cut_on_val_too)
+
+
+def validated_cut(
+    train_probs: list[float],
+    train_gold: list[bool],
+    val_probs: list[float],
+    val_gold: list[bool],
+    cut_on_val_too: bool = False,
+) -> tuple[float, float]:
+    """`fit_and_validate` on P(pass) already read: (threshold, kappa on val at it)."""
+    fitted, gold = train_probs, train_gold
     if cut_on_val_too:
-        fitted, gold = fitted + val_probs, gold + _labels(val)
+        fitted, gold = fitted + val_probs, gold + val_gold
     threshold = calibrate_threshold(fitted, gold)
-    return threshold, cohen_kappa([p >= threshold for p in val_probs], _labels(val))
+    return threshold, cohen_kappa([p >= threshold for p in val_probs], val_gold)
 
 
 async def heldout_agreement(
