@@ -37,7 +37,8 @@ class RejectReason(StrEnum):
     `GEPAConfig.siblings="best"` sends only the best one to the valset."""
     OUTPACED = "outpaced"
     """A sibling improved while this child's reflection was still out
-    (`GEPAConfig.siblings="first"`): the reflection was cancelled, no metric call spent."""
+    (`GEPAConfig.siblings` "first", or "auto" acting as it): the reflection was
+    cancelled, no metric call spent."""
 
 
 class StopReason(StrEnum):

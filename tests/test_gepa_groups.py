@@ -380,3 +380,19 @@ async def test_auto_stops_waiting_for_stragglers_where_reflections_are_the_slow_
     # as fast as metric calls: every child is judged
     fast, _, _ = await run(config, reflector=StragglerReflector(slow_s=0.0))
     assert RejectReason.OUTPACED not in {r.reject_reason for r in fast.history}
+
+
+async def test_auto_waits_for_stragglers_where_reflections_are_not_the_slow_stage() -> None:
+    # metric calls average 0.1 s; of a group's reflections one answers at once and two
+    # take 0.25 s: a mean of 0.17 s, under twice a metric call's
+    config = dict(max_metric_calls=60, proposal_shape="1x3", max_concurrency=4,
+                  reflection_minibatch_size=4, continue_winners=False)  # fmt: skip
+    outpaced = {}
+    for siblings in ("first", "auto"):
+        result, _, _ = await run(
+            GEPAConfig(**config, siblings=siblings),
+            KeywordAdapter(delay_s=0.05),
+            StragglerReflector(slow_s=0.25),
+        )
+        outpaced[siblings] = RejectReason.OUTPACED in {r.reject_reason for r in result.history}
+    assert outpaced == {"first": True, "auto": False}  # "first" would not have waited
