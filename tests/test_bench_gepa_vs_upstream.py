@@ -5,17 +5,18 @@ from dataclasses import asdict
 
 import pytest
 
-from benchmarks.gepa_vs_upstream import (
+from benchmarks.gepa_vs_upstream import parse_variant, upstream_templates
+from benchmarks.intent_task import COMPONENT_TEMPLATES, Scored, reflective_dataset
+from benchmarks.time_to_quality import (
     Run,
+    floor_line,
+    floor_s,
     lineage_depth,
     mean_curve,
-    parse_variant,
     quality_bar,
     report_saved,
     time_to_quality,
-    upstream_templates,
 )
-from benchmarks.intent_task import COMPONENT_TEMPLATES, Scored, reflective_dataset
 from gepa_opt.meta_prompt import build_reflection_prompt, check_template, render_records
 from infra.agents.intent_router import example_messages
 from infra.types import Example
@@ -99,6 +100,24 @@ def test_a_saved_run_reports_again_without_running(tmp_path, capsys):
     assert "quality bar 0.300 (bar = ref_val of A's final candidate)" in out
     assert "C/A time to quality: 0.40" in out  # per seed, and on the seed-averaged curve
     assert out.count("C/A time to quality: 0.40") == 2
+
+
+def test_the_floor_is_the_first_candidate_any_engine_held_and_bounds_every_ratio():
+    def seed_of(a_first: float, c_first: float, a_at_bar: float) -> dict[str, Run]:
+        a = run("A", 0.3, [(1.0, 0.1), (a_first, 0.2), (a_at_bar, 0.3)])
+        c = run("C", 0.3, [(1.0, 0.1), (c_first, 0.3)])
+        for r, first in ((a, a_first), (c, c_first)):
+            r.timeline = [(1.0, {}), (first, {})]
+        a.ttq_s = a_at_bar
+        return {"A": a, "C": c}
+
+    lucky = seed_of(a_first=10.0, c_first=6.0, a_at_bar=10.0)  # A's first proposal won
+    slow = seed_of(a_first=12.0, c_first=8.0, a_at_bar=40.0)
+    assert floor_s(lucky) == 6.0 and floor_s(slow) == 8.0
+    # (6 + 8) / (10 + 40); half of A's 10 s is below the floor of 6 s, half of 40 s is not
+    line = floor_line([lucky, slow], "A")
+    assert "floor/A: 0.28" in line and "out of reach for every engine in 1 of them" in line
+    assert floor_s({"A": run("A", 0.1, [(1.0, 0.1)])}) is None  # nothing beyond the seed
 
 
 def test_variants_name_gepa_config_fields_and_depth_follows_the_longest_lineage():
