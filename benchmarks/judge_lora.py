@@ -25,6 +25,10 @@ adapter's on train and validation together, as the night does):
   `judge.lora.memory`): the LoRA judge trained and read with the reviewers' notes on the
   K training labels whose requests are most alike after the exchange, verdict and comment
   each (an exchange never sees its own trace).
+- **memory + resemblance** (`--resemblance`, with `--memory K`): the memory judge's logit
+  of P(pass) plus the reply's resemblance to the replies people passed and failed on those
+  K requests (`benchmarks/judge_baselines.py`), each in units of its spread on the
+  validation exchanges, cut calibrated there.
 - **mismatched replies** (`--mismatched`, the night's `judge.lora.mismatched`): every
   LoRA judge above also trains on each passing training reply under an unlike training
   request, labelled fail (`judges.mismatched`).
@@ -33,6 +37,9 @@ adapter's on train and validation together, as the night does):
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
   tokens, trained by trl's `RewardTrainer` on passing-vs-failing pairs of the same labels
   (`benchmarks/judge_reward_head.py`); read at the end of training.
+Before the arms it prints what judges with no LM agree at (`benchmarks/judge_baselines.py`):
+a rule passing every reply that names a kind, and the reply's resemblance to the replies
+people passed and failed on the `--memory` (else 3) most alike training requests.
 MLflow's `judge.align` is not an arm here: on this model its judge gives no verdict at
 all (it needs a JSON reply; see the MT-Bench benchmark, `benchmarks/judge_alignment.py`).
 
@@ -45,7 +52,7 @@ per reply, seeded; none is a sentence the LoRA judge trained on), and the second
     .venv/bin/python -m benchmarks.judge_lora [--seed 0] [--epochs 3] [--checkpoints 3]
         [--learning-rate 5e-4]
         [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
-        [--comments] [--memory K] [--mismatched] [--reward-head]
+        [--comments] [--memory K] [--resemblance] [--mismatched] [--reward-head]
         [--train-on-validation] [--probs JSON]
 
 `--train-on-validation` trains the LoRA judges on the validation labels as well and keeps
@@ -58,18 +65,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean, pstdev
 
+from benchmarks.judge_baselines import (
+    naming_baseline,
+    notes_ceiling,
+    resemblance,
+    resemblance_baseline,
+)
 from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
-from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter, parse_intent
+from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter
 from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
 from infra.lm.threads import run_in_own_thread
@@ -82,7 +96,7 @@ from judges.calls import gepa_reflection
 from judges.injection import PROBES
 from judges.lora_records import pointwise_records
 from judges.memory import ReviewedMemory
-from judges.metrics import agreement_report, cohen_kappa
+from judges.metrics import agreement_report
 from judges.pass_fail_fit import validated_cut
 from judges.pointwise import PASS_QUESTION, SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits
@@ -183,34 +197,10 @@ async def aligned_rubric(lm, rubric: str, train, val, heldout, seed: int) -> tup
     return alignment.judge.prompts["rubric"], seconds
 
 
-def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
-    """Held-out kappa of a perfect reader of the notes: the kind most of them say was right
-    ("correct: weather", "expected playlist"), compared with the kind the reply names first.
-    What a judge reading this memory could reach, were reading the only difficulty."""
-
-    def right_kind(note: JudgedItem) -> str | None:
-        if note.human_pass:  # the reply named it
-            return parse_intent(note.output_text)
-        return parse_intent(note.human_comment.split("expected", 1)[-1])
-
-    verdicts = []
-    for item in heldout:
-        kinds = Counter(k for k in map(right_kind, memory.nearest(item)) if k is not None)
-        voted = kinds.most_common(1)[0][0] if kinds else None
-        verdicts.append(voted is not None and parse_intent(item.output_text) == voted)
-    return cohen_kappa(verdicts, labels(heldout))
-
-
-def naming_baseline(heldout: list[JudgedItem]) -> float:
-    """Held-out kappa of a rule that passes every reply naming any of the router's kinds,
-    right or wrong: what reading the reply alone, without the request, agrees at."""
-    named = [parse_intent(item.output_text) is not None for item in heldout]
-    return cohen_kappa(named, labels(heldout))
-
-
 async def lora_arm(
     lm, name, rubric, train, val, heldout, args, scratch: Path, comments=False, memory_k=0
-) -> Arm:
+) -> tuple[Arm, str]:
+    """The arm, and the checkpoint it kept (in `scratch`)."""
     memory = ReviewedMemory(train, memory_k) if memory_k else None
     name += " + mismatched replies" if args.mismatched else ""
     if memory is not None:
@@ -257,7 +247,32 @@ async def lora_arm(
     assert best is not None
     _, cut, kept = best
     score = judge_score(lm, rubric, kept, memory)
-    return await measure(name, score, train, heldout, args.seed, seconds, cut)
+    return await measure(name, score, train, heldout, args.seed, seconds, cut), kept
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+async def resemblance_arm(lm, rubric, kept, memory, train, val, heldout, seed, seconds) -> Arm:
+    """The memory LoRA judge's logit of P(pass) plus the reply's resemblance to the notes'
+    replies (`judge_baselines.resemblance`), each in units of its spread on the validation
+    exchanges, with the cut calibrated there: the adapter fitted the training labels, so
+    only the validation ones say how far to trust it."""
+    adapter = judge_score(lm, rubric, kept, memory)
+    val_logits = [_logit(p) for p in await adapter(val)]
+    val_resemblance = resemblance(memory, val)
+    (ml, sl), (mr, sr) = ((fmean(xs), pstdev(xs) or 1.0) for xs in (val_logits, val_resemblance))
+
+    async def score(items: list[JudgedItem]) -> list[float]:
+        logits = [_logit(p) for p in await adapter(items)]
+        alike = resemblance(memory, items)
+        return [(x - ml) / sl + (r - mr) / sr for x, r in zip(logits, alike, strict=True)]
+
+    cut = calibrate_threshold(await score(val), labels(val))
+    name = f"LoRA judge with a memory + resemblance ({memory.k} notes)"
+    return await measure(name, score, train, heldout, seed, seconds, cut)
 
 
 def keep_probs(path: Path, arm: str, checkpoint: str, splits: dict) -> None:
@@ -274,6 +289,10 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         train, val = train + val, []
     print(f"labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
     print(f"a rule passing every reply that names a kind: kappa {naming_baseline(heldout):.3f}")
+    if val:
+        k = args.memory or 3
+        kappa = resemblance_baseline(train, val, heldout, k)
+        print(f"no LM, the reply's resemblance to reviewed replies ({k} notes): kappa {kappa:.3f}")
     seed_rubric = JUDGE_RUBRIC if args.task_rubric else SEED_RUBRIC
     print(f"seed rubric: {seed_rubric}")
     arms = [await measure("seed rubric", judge_score(lm, seed_rubric), train, heldout, args.seed)]
@@ -287,26 +306,32 @@ async def run(args: argparse.Namespace) -> list[Arm]:
         if args.memory:
             name = f"LoRA judge with a memory ({args.memory} notes)"
             folder = Path(scratch) / "memory"
-            arms.append(
-                await lora_arm(
-                    lm, name, seed_rubric, train, val, heldout, args, folder, memory_k=args.memory
-                )
+            arm, kept = await lora_arm(
+                lm, name, seed_rubric, train, val, heldout, args, folder, memory_k=args.memory
             )
+            arms.append(arm)
+            if args.resemblance:
+                memory = ReviewedMemory(train, args.memory)
+                arms.append(
+                    await resemblance_arm(
+                        lm, seed_rubric, kept, memory, train, val, heldout, args.seed, arm.seconds
+                    )
+                )
         if not args.no_lora:
-            lora = await lora_arm(
+            lora, _ = await lora_arm(
                 lm, "LoRA judge", seed_rubric, train, val, heldout, args, Path(scratch) / "seed"
             )
             arms.append(lora)
             if args.comments:
                 name, folder = "LoRA judge, trained on comments too", Path(scratch) / "comments"
-                arms.append(
-                    await lora_arm(
-                        lm, name, seed_rubric, train, val, heldout, args, folder, comments=True
-                    )
+                arm, _ = await lora_arm(
+                    lm, name, seed_rubric, train, val, heldout, args, folder, comments=True
                 )
+                arms.append(arm)
             if aligned != seed_rubric:
                 name, folder = "aligned rubric + LoRA judge", Path(scratch) / "aligned"
-                arms.append(await lora_arm(lm, name, aligned, train, val, heldout, args, folder))
+                arm, _ = await lora_arm(lm, name, aligned, train, val, heldout, args, folder)
+                arms.append(arm)
             elif not args.no_align:
                 print(
                     "aligned rubric + LoRA judge: alignment kept the seed, so it is the LoRA judge"
@@ -373,6 +398,12 @@ def main(argv: list[str] | None = None) -> None:
         help="add a LoRA judge reading the notes on its K nearest training labels (judges.memory)",
     )
     parser.add_argument(
+        "--resemblance",
+        action="store_true",
+        help="with --memory: add that judge's logit plus the reply's resemblance to the notes' "
+        "replies, scaled and cut on the validation labels (benchmarks/judge_baselines.py)",
+    )
+    parser.add_argument(
         "--mismatched",
         action="store_true",
         help="LoRA judges also train on passing replies under unlike requests, labelled fail",
@@ -393,6 +424,8 @@ def main(argv: list[str] | None = None) -> None:
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
     )
     args = parser.parse_args(argv)
+    if args.resemblance and (not args.memory or args.train_on_validation):
+        parser.error("--resemblance reads a memory judge on validation labels: add --memory K")
     if args.train_on_validation and not args.no_align:
         parser.error("--train-on-validation leaves alignment no validation labels: add --no-align")
     show(asyncio.run(run(args)))

@@ -1,7 +1,13 @@
-"""The demo judge benchmark's reading of its memory: a perfect reader of the notes takes
-the kind most of them say was right and compares it with the kind the reply names."""
+"""The demo judge benchmark's judges with no LM: a perfect reader of the notes takes the
+kind most of them say was right and compares it with the kind the reply names; the naming
+rule reads the reply alone; resemblance compares the reply with the notes' replies."""
 
-from benchmarks.judge_lora import naming_baseline, notes_ceiling
+from benchmarks.judge_baselines import (
+    naming_baseline,
+    notes_ceiling,
+    resemblance,
+    resemblance_baseline,
+)
 from judges.memory import ReviewedMemory
 from judges.types import JudgedItem
 
@@ -36,3 +42,49 @@ def test_the_naming_rule_passes_any_reply_that_names_a_kind_right_or_wrong():
     ]
     assert naming_baseline(heldout) == 0.5  # right on a, b and c; passes d
     assert naming_baseline(heldout[:3]) == 1.0
+
+
+def test_resemblance_leans_to_the_replies_people_passed_on_alike_requests():
+    memory = ReviewedMemory(NOTES, k=2)
+    heldout = [
+        JudgedItem("a", "will it rain in Oslo", "weather", True),  # as w1, which passed
+        JudgedItem("b", "will it rain in Lima", "music", False),  # as w2, which failed
+        JudgedItem("c", "add it to my road playlist", "none", False),  # as p2, which failed
+    ]
+    a, b, c = resemblance(memory, heldout)
+    assert a > 0 > b and c < 0
+    # the cut is fitted on training and validation labels, then read on held-out ones
+    validation = [
+        JudgedItem("v1", "will it rain in Bonn", "weather", True),
+        JudgedItem("v2", "add it to my gym playlist", "none", False),
+    ]
+    assert resemblance_baseline(NOTES, validation, heldout, k=2) == 1.0
+    flipped = [JudgedItem(i.id, i.input_text, i.output_text, not i.human_pass) for i in heldout]
+    assert resemblance_baseline(NOTES, validation, flipped, k=2) < 0
+
+
+def test_the_resemblance_arm_leans_on_resemblance_where_the_judge_says_nothing():
+    import asyncio
+
+    from benchmarks.judge_lora import resemblance_arm
+    from tests.fakes import ScriptedLM
+
+    memory = ReviewedMemory(NOTES, k=2)
+    validation = [
+        JudgedItem("v1", "will it rain in Bonn", "weather", True),
+        JudgedItem("v2", "add it to my gym playlist", "none", False),
+    ]
+    heldout = [
+        JudgedItem("a", "will it rain in Oslo", "weather", True),
+        JudgedItem("b", "will it rain in Lima", "music", False),
+        JudgedItem("c", "add it to my road playlist", "none", False),
+    ]
+    silent = ScriptedLM(p_first=lambda m: 0.5)  # the same P(pass) for every exchange
+
+    def arm(items):
+        run = resemblance_arm(silent, "r", None, memory, NOTES, validation, items, 0, 0.0)
+        return asyncio.run(run)
+
+    assert arm(heldout).report["kappa"] == 1.0
+    flipped = [JudgedItem(i.id, i.input_text, i.output_text, not i.human_pass) for i in heldout]
+    assert arm(flipped).report["kappa"] < 0
