@@ -56,7 +56,7 @@ bench-judge: install
 
 # a LoRA judge trained on the demo's labels beside the prompted one, with an injection test
 bench-judge-lora: install
-	$(BIN)/python -m benchmarks.judge_lora --injections --reward-head --memory 3
+	$(BIN)/python -m benchmarks.judge_lora --injections --reward-head --memory 3 --resemblance
 
 clean:
 	rm -rf .flywheel .flywheel-example
