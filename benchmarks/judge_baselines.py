@@ -23,7 +23,8 @@ from judges.metrics import cohen_kappa
 from judges.types import JudgedItem
 
 
-def _gold(items: list[JudgedItem]) -> list[bool]:
+def labels(items: list[JudgedItem]) -> list[bool]:
+    """The people's verdicts, pass as True."""
     return [bool(i.human_pass) for i in items]
 
 
@@ -31,7 +32,7 @@ def naming_baseline(heldout: list[JudgedItem]) -> float:
     """Held-out kappa of a rule that passes every reply naming any of the router's kinds,
     right or wrong: what reading the reply alone, without the request, agrees at."""
     named = [parse_intent(item.output_text) is not None for item in heldout]
-    return cohen_kappa(named, _gold(heldout))
+    return cohen_kappa(named, labels(heldout))
 
 
 def resemblance(memory: ReviewedMemory, items: list[JudgedItem]) -> list[float]:
@@ -60,8 +61,8 @@ def resemblance_baseline(
     training labels, the cut calibrated on training and validation labels together."""
     memory = ReviewedMemory(train, k)
     fitted = train + val
-    cut = calibrate_threshold(resemblance(memory, fitted), _gold(fitted))
-    return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], _gold(heldout))
+    cut = calibrate_threshold(resemblance(memory, fitted), labels(fitted))
+    return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], labels(heldout))
 
 
 def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
@@ -79,4 +80,4 @@ def notes_ceiling(memory: ReviewedMemory, heldout: list[JudgedItem]) -> float:
         kinds = Counter(k for k in map(right_kind, memory.nearest(item)) if k is not None)
         voted = kinds.most_common(1)[0][0] if kinds else None
         verdicts.append(voted is not None and parse_intent(item.output_text) == voted)
-    return cohen_kappa(verdicts, _gold(heldout))
+    return cohen_kappa(verdicts, labels(heldout))

@@ -75,6 +75,7 @@ from pathlib import Path
 from statistics import fmean, pstdev
 
 from benchmarks.judge_baselines import (
+    labels,
     naming_baseline,
     notes_ceiling,
     resemblance,
@@ -140,10 +141,6 @@ def judge_score(
         return [p for p in probs if p is not None]
 
     return score
-
-
-def labels(items: list[JudgedItem]) -> list[bool]:
-    return [bool(i.human_pass) for i in items]
 
 
 async def threshold(score: Score, train: list[JudgedItem]) -> float:
