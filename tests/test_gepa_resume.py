@@ -16,6 +16,10 @@ from pathlib import Path
 CHILD = Path(__file__).with_name("gepa_resume_child.py")
 BUDGET = 150
 WORKERS = 4  # the child's max_concurrency: at most this many calls in flight at a kill
+# Each kill counts up to WORKERS calls the adapter never saw, so a run pays the adapter about
+# BUDGET - 5 * WORKERS - one batch (124-140 measured): a kill drawn below this always lands; one
+# drawn later may find the run already ended, which is fine (it still tests the budget's edge).
+SURE_TO_LAND = 100
 
 
 def paid(log: Path) -> list[tuple]:
@@ -53,11 +57,14 @@ def kill_after(run_dir: Path, log: Path, calls: int) -> bool:
 
 def test_budget_holds_at_the_adapter_across_many_sigkills(tmp_path):
     rng = random.Random(0)
-    landed = 0
+    early_kills_missed = 0
     for run in range(3):
         run_dir, log = tmp_path / f"run{run}", tmp_path / f"paid{run}.jsonl"
         kills = sorted(rng.sample(range(6, BUDGET - 10), 5))
-        landed += sum(kill_after(run_dir, log, calls) for calls in kills)
+        landed = [kill_after(run_dir, log, calls) for calls in kills]
+        early_kills_missed += sum(
+            not hit for calls, hit in zip(kills, landed, strict=True) if calls < SURE_TO_LAND
+        )
         finished = run_child(run_dir, log)
         out, _ = finished.communicate(timeout=60)
         assert finished.returncode == 0
@@ -73,7 +80,7 @@ def test_budget_holds_at_the_adapter_across_many_sigkills(tmp_path):
         iterations = [record["iteration"] for record in final["history"]]
         assert len(iterations) == len(set(iterations))
         assert final["best"] > 0
-    assert landed >= 12  # the kills landed mid-run, not after the end
+    assert early_kills_missed == 0  # the kills landed mid-run, not after the end
 
 
 def test_the_journal_counts_calls_paid_after_a_snapshot_and_skips_a_cut_line(tmp_path):
