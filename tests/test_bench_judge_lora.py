@@ -88,3 +88,45 @@ def test_the_resemblance_arm_leans_on_resemblance_where_the_judge_says_nothing()
     assert arm(heldout).report["kappa"] == 1.0
     flipped = [JudgedItem(i.id, i.input_text, i.output_text, not i.human_pass) for i in heldout]
     assert arm(flipped).report["kappa"] < 0
+
+
+def test_remembering_every_label_reads_each_as_held_out_and_needs_no_validation_split():
+    from benchmarks.judge_baselines import remembered_baseline
+
+    known = NOTES + [
+        JudgedItem("w3", "will it rain in Bonn", "weather", True, "correct: weather"),
+        JudgedItem("p3", "add it to my road playlist", "none", False, "No. expected playlist"),
+    ]
+    heldout = [
+        JudgedItem("a", "will it rain in Oslo", "weather", True),
+        JudgedItem("b", "will it rain in Lima", "music", False),
+        JudgedItem("c", "add it to my car playlist", "playlist", True),
+        JudgedItem("d", "add it to my gym playlist", "none", False),
+    ]
+    assert remembered_baseline(known, heldout, k=2) == 1.0
+    flipped = [JudgedItem(i.id, i.input_text, i.output_text, not i.human_pass) for i in heldout]
+    assert remembered_baseline(known, flipped, k=2) < 0
+
+
+def test_the_label_curve_draws_n_of_each_splits_labels_and_refuses_more_than_it_has():
+    import pytest
+
+    from benchmarks.judge_label_curve import label_curve
+
+    heldout = [
+        JudgedItem("a", "will it rain in Oslo", "weather", True),
+        JudgedItem("b", "will it rain in Lima", "music", False),
+    ]
+    seen: list[int] = []
+
+    def splits(seed: int):
+        seen.append(seed)
+        return NOTES[:2], NOTES[2:], heldout
+
+    rows = label_curve(splits, seeds=[3, 4], sizes=[2, 4], k=2)
+    assert seen == [3, 4]
+    assert list(rows) == ["2 labels", "4 labels", "naming rule"]
+    assert rows["4 labels"] == [1.0, 1.0]  # every note known: both weather notes decide
+    assert all(len(kappas) == 2 for kappas in rows.values())
+    with pytest.raises(ValueError, match="split 3 has 4 labels to learn from, not 5"):
+        label_curve(splits, seeds=[3], sizes=[5], k=2)
