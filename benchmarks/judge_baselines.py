@@ -60,10 +60,7 @@ def resemblance_baseline(
 ) -> float:
     """Held-out kappa of `resemblance` with the LoRA judge's information: notes from the
     training labels, the cut calibrated on training and validation labels together."""
-    memory = ReviewedMemory(train, k)
-    fitted = train + val
-    cut = calibrate_threshold(resemblance(memory, fitted), labels(fitted))
-    return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], labels(heldout))
+    return _resemblance_kappa(train, train + val, heldout, k)
 
 
 def remembered_baseline(known: list[JudgedItem], heldout: list[JudgedItem], k: int) -> float:
@@ -71,8 +68,15 @@ def remembered_baseline(known: list[JudgedItem], heldout: list[JudgedItem], k: i
     calibrated on those same labels. No exchange is shown its own trace's note, so each
     known label is read as one held out: unlike the adapter, it spends no labels on a
     validation split."""
-    memory = ReviewedMemory(known, k)
-    cut = calibrate_threshold(resemblance(memory, known), labels(known))
+    return _resemblance_kappa(known, known, heldout, k)
+
+
+def _resemblance_kappa(
+    remembered: list[JudgedItem], fitted: list[JudgedItem], heldout: list[JudgedItem], k: int
+) -> float:
+    """Held-out kappa of `resemblance` with `remembered` as its memory, cut on `fitted`."""
+    memory = ReviewedMemory(remembered, k)
+    cut = calibrate_threshold(resemblance(memory, fitted), labels(fitted))
     return cohen_kappa([s >= cut for s in resemblance(memory, heldout)], labels(heldout))
 
 

@@ -2,12 +2,16 @@
 kind most of them say was right and compares it with the kind the reply names; the naming
 rule reads the reply alone; resemblance compares the reply with the notes' replies."""
 
+import pytest
+
 from benchmarks.judge_baselines import (
     naming_baseline,
     notes_ceiling,
+    remembered_baseline,
     resemblance,
     resemblance_baseline,
 )
+from benchmarks.judge_label_curve import label_curve
 from judges.memory import ReviewedMemory
 from judges.types import JudgedItem
 
@@ -91,8 +95,6 @@ def test_the_resemblance_arm_leans_on_resemblance_where_the_judge_says_nothing()
 
 
 def test_remembering_every_label_reads_each_as_held_out_and_needs_no_validation_split():
-    from benchmarks.judge_baselines import remembered_baseline
-
     known = NOTES + [
         JudgedItem("w3", "will it rain in Bonn", "weather", True, "correct: weather"),
         JudgedItem("p3", "add it to my road playlist", "none", False, "No. expected playlist"),
@@ -109,10 +111,6 @@ def test_remembering_every_label_reads_each_as_held_out_and_needs_no_validation_
 
 
 def test_the_label_curve_draws_n_of_each_splits_labels_and_refuses_more_than_it_has():
-    import pytest
-
-    from benchmarks.judge_label_curve import label_curve
-
     heldout = [
         JudgedItem("a", "will it rain in Oslo", "weather", True),
         JudgedItem("b", "will it rain in Lima", "music", False),
