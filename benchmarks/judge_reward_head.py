@@ -7,9 +7,10 @@ of a passing and a failing exchange from the training labels: every labelled exc
 in at least one pair, and with `injections` each failing exchange is planted once more
 with an instruction to the judge, as `judges.lora_records` plants them. An exchange is
 the request as the user's turn and the reply as the assistant's: a reward model scores a
-reply, it is not asked a question. The trainer and LoRA shape are the verdict-token
-adapter's (`weights.lora`: rank, alpha, targets, rate, epochs, batch); the head is read
-as sigmoid(score), against a threshold the benchmark calibrates on train.
+reply, it is not asked a question. With a `memory` (`judges.memory`) the reviewers' notes
+on the most alike requests come first, as the system turn. The trainer and LoRA shape are
+the verdict-token adapter's (`weights.lora`: rank, alpha, targets, rate, epochs, batch);
+the head is read as sigmoid(score), against a threshold the benchmark calibrates.
 
 Only the benchmark uses it: the night's judge is the verdict-token adapter, which the
 engine serves beside the agent's (a reward head would need a second forward path).
@@ -30,6 +31,7 @@ from trl import RewardConfig, RewardTrainer
 
 from infra.settings import LoraSettings
 from judges.injection import TRAINING, planted
+from judges.memory import ReviewedMemory
 from judges.types import JudgedItem
 from weights.lora import LLAMA_TARGET_MODULES, base_precision, training_arguments
 
@@ -40,11 +42,14 @@ def exchange(request: str, reply: str) -> Messages:
     return [{"role": "user", "content": request}, {"role": "assistant", "content": reply}]
 
 
-def item_exchange(item: JudgedItem) -> Messages:
-    return exchange(item.input_text, item.output_text)
+def item_exchange(item: JudgedItem, memory: ReviewedMemory | None = None) -> Messages:
+    turns = exchange(item.input_text, item.output_text)
+    return turns if memory is None else [{"role": "system", "content": memory.notes(item)}, *turns]
 
 
-def reward_pairs(items: Sequence[JudgedItem], seed: int, injections: bool) -> list[dict]:
+def reward_pairs(
+    items: Sequence[JudgedItem], seed: int, injections: bool, memory: ReviewedMemory | None = None
+) -> list[dict]:
     """(chosen: a passing exchange, rejected: a failing one), the larger side each once,
     the smaller cycled in a seeded order."""
     rng = random.Random(seed)
@@ -59,8 +64,8 @@ def reward_pairs(items: Sequence[JudgedItem], seed: int, injections: bool) -> li
     size = max(len(passing), len(failing))
     return [
         {
-            "chosen": item_exchange(passing[n % len(passing)]),
-            "rejected": item_exchange(failing[n % len(failing)]),
+            "chosen": item_exchange(passing[n % len(passing)], memory),
+            "rejected": item_exchange(failing[n % len(failing)], memory),
         }
         for n in range(size)
     ]
@@ -86,8 +91,12 @@ class RewardHead:
             out += self.model(**inputs).logits[:, 0].float().tolist()
         return out
 
-    def p_pass(self, items: Sequence[JudgedItem]) -> list[float]:
-        return torch.sigmoid(torch.tensor(self.scores([item_exchange(i) for i in items]))).tolist()
+    def p_pass(
+        self, items: Sequence[JudgedItem], memory: ReviewedMemory | None = None
+    ) -> list[float]:
+        """sigmoid(score) per item, read as it trained: with the notes of its `memory`."""
+        scores = self.scores([item_exchange(i, memory) for i in items])
+        return torch.sigmoid(torch.tensor(scores)).tolist()
 
 
 def train_reward_head(

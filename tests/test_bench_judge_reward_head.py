@@ -1,16 +1,20 @@
 """The reward-head arm's training pairs: a passing exchange over a failing one, every
-label used, planted injections on the failing side."""
+label used, planted injections on the failing side, the notes of a memory first."""
 
+import argparse
+import asyncio
 import math
 from collections import Counter
 
 import pytest
 import torch
 
+from benchmarks import judge_lora
 from benchmarks.judge_reward_head import item_exchange, reward_pairs, train_reward_head
 from infra.lm.model_files import resolve_model_path
 from infra.settings import LoraSettings
 from judges.injection import TRAINING
+from judges.memory import INTRO, ReviewedMemory
 from judges.types import JudgedItem
 
 
@@ -58,3 +62,56 @@ def test_the_base_is_loaded_in_float32_unless_the_cpu_has_native_bf16(monkeypatc
     assert frozen == {torch.bfloat16 if native_bf16 else torch.float32}
     assert head.steps == 1
     assert all(math.isfinite(s) for s in head.scores([item_exchange(i) for i in items(1, 1)]))
+
+
+def test_with_a_memory_each_side_reads_its_own_notes_first():
+    labelled = items(passing=2, failing=2)[:-1]
+    memory = ReviewedMemory(labelled, k=1)
+    pairs = reward_pairs(labelled, seed=0, injections=False, memory=memory)
+    for pair in pairs:
+        for side in (pair["chosen"], pair["rejected"]):
+            assert [turn["role"] for turn in side] == ["system", "user", "assistant"]
+            request = side[1]["content"]
+            assert side[0]["content"].startswith(INTRO)
+            assert request not in side[0]["content"]  # never the note on its own trace
+    assert item_exchange(labelled[0]) == item_exchange(labelled[0], None)[-2:]
+
+
+class Base:
+    base_model_path = "unused"
+
+
+class RecordingHead:
+    """Fixed P(pass) per exchange; records the memory it was read with."""
+
+    pairs, steps, seconds = 0, 1, 0.0
+    P = {"t0": 0.9, "t1": 0.8, "t2": 0.2, "t3": 0.1, "v0": 0.4, "v3": 0.3}
+
+    def __init__(self):
+        self.memories = []
+
+    def p_pass(self, items, memory=None):
+        self.memories.append(memory)
+        return [self.P.get(i.id.split("#")[0], 0.5) for i in items]
+
+
+@pytest.mark.parametrize("notes", [0, 1])
+def test_the_arm_reads_notes_when_asked_and_cuts_on_train_and_validation(monkeypatch, notes):
+    head = RecordingHead()
+    trained = []
+
+    def fake_train(pairs, base_model_path, cfg, seed):
+        trained.extend(pairs)
+        return head
+
+    monkeypatch.setattr(judge_lora, "train_reward_head", fake_train)
+    train = items(passing=2, failing=2)[:-1]
+    val = [JudgedItem("v0", "request 0", "new", True), JudgedItem("v3", "request 3", "x", False)]
+    args = argparse.Namespace(epochs=1, seed=0, injections=False, head_memory=notes)
+    arm = asyncio.run(judge_lora.reward_head_arm(Base(), train, val, val, args))
+    assert all((p["chosen"][0]["role"] == "system") == bool(notes) for p in trained)
+    assert all((m is not None) == bool(notes) for m in head.memories)
+    assert arm.name == ("reward head with a memory (1 notes)" if notes else "reward head")
+    # the training labels alone would cut at 0.5 and fail the passing validation reply (0.4)
+    assert arm.threshold == pytest.approx(0.35)
+    assert arm.report["kappa"] == 1.0
