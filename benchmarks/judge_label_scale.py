@@ -35,6 +35,7 @@ from judges.types import JudgedItem
 
 DATA = Path(__file__).parent / "data" / "router_labels" / "labels.jsonl"
 NOTES = 3  # the night's judge.lora.memory
+TRAIN_SHARE = 0.6  # of a size's labels; the rest is validation, as the night splits them
 
 
 def router_labels(path: Path = DATA) -> list[JudgedItem]:
@@ -64,18 +65,18 @@ def label_pool(heldout_size: int) -> tuple[list[JudgedItem], list[JudgedItem]]:
 
 
 def sized(rest: list[JudgedItem], n: int) -> tuple[list[JudgedItem], list[JudgedItem]]:
-    """The first n labels, 60% to train and 40% to validation."""
+    """The first n labels, `TRAIN_SHARE` to train and the rest to validation."""
     if n > len(rest):
         raise ValueError(f"{len(rest)} labels to learn from, not {n}")
-    labelled = rest[:n]
-    return labelled[: round(0.6 * n)], labelled[round(0.6 * n) :]
+    labelled, cut = rest[:n], round(TRAIN_SHARE * n)
+    return labelled[:cut], labelled[cut:]
 
 
-def arm_args(seed: int = 0) -> argparse.Namespace:
+def arm_args() -> argparse.Namespace:
     """The night's recipe, as `judge_lora`'s arms read it."""
     cfg = JudgeLoraSettings()
     return argparse.Namespace(
-        seed=seed,
+        seed=0,
         epochs=cfg.epochs,
         checkpoints=cfg.checkpoints,
         learning_rate=cfg.learning_rate,
@@ -120,7 +121,7 @@ def show(rows: dict[int, dict[str, float]], heldout: int) -> None:
     print(f"\n| labels (train / validation), {heldout} held out | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
     for n, kappas in rows.items():
-        train = round(0.6 * n)
+        train = round(TRAIN_SHARE * n)
         cells = " | ".join(f"{kappas[name]:.3f}" for name in names)
         print(f"| {n} ({train} / {n - train}) | {cells} |")
 
