@@ -87,11 +87,13 @@ def test_the_engine_check_rejects_a_kernel_that_moves_a_lone_row_of_the_engines_
     engine, a slice of the rotated q and k (not contiguous): the check must see that
     layout, or it passes a kernel the engine then runs with other bits."""
 
-    def lone_strided_row_moves(q, keys, values, bias, lengths):
+    def strided_q_takes_another_path(q, keys, values, bias, lengths):
+        # as that matmul did: rows of the sliced layout (two or more) take another path
+        # than a lone row, whose slice is contiguous in memory
         out = DECODE_KERNELS["one-shot"](q, keys, values, bias, lengths)
-        return out + 1e-3 if q.shape[0] == 1 and not q.is_contiguous() else out
+        return out if q.is_contiguous() else out + 1e-3
 
-    kernels = {"one-shot": lone_strided_row_moves, "blocked": blocked}
+    kernels = {"one-shot": strided_q_takes_another_path, "blocked": blocked}
     monkeypatch.setattr(invariance, "DECODE_KERNELS", kernels)
     monkeypatch.setattr(invariance, "_attention_checks", {})
     assert invariance.check_attention(3, 3, 16, torch.float32).kernel == "blocked"
