@@ -13,7 +13,7 @@ question behind every judge arm is whether the model can see a word at all. Thre
 - **the kind's word in a reply**: the same question about the router's replies in
   `benchmarks/data/router_labels/`, for the request's own kind: the check the annotators made.
 
-A model that can follow the rubric scores near 1.0 on each; one that cannot, near 0.5.
+A model that can follow the rubric scores near 1.0 on each; one that cannot, 0.5 or below.
 With `--teach N` a LoRA adapter is then trained on N generic reading exercises (does a
 SNIPS request contain a word of its own, or one it lacks; no label of anyone's, no router
 reply) and the probes are read again through it: whether the skill is missing from the
