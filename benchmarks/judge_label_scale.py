@@ -35,22 +35,34 @@ from judges.types import JudgedItem
 
 DATA = Path(__file__).parent / "data" / "router_labels" / "labels.jsonl"
 NOTES = 3  # the night's judge.lora.memory
+FIELDS = ["id", "request", "reply", "passed", "comment"]  # a shipped row's, besides its intent
 TRAIN_SHARE = 0.6  # of a size's labels; the rest is validation, as the night splits them
 
 
-def router_labels(path: Path = DATA) -> list[JudgedItem]:
-    """The shipped labelled exchanges; a malformed line is named with its field."""
-    items = []
+def router_rows(path: Path = DATA) -> list[dict]:
+    """The shipped labelled exchanges as written (with each request's gold `intent`); a
+    malformed line is named with its field."""
+    rows = []
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         try:
             row = json.loads(line)
-            fields = (row["id"], row["request"], row["reply"], row["passed"], row["comment"])
-        except (ValueError, KeyError, TypeError) as err:
+        except ValueError as err:
             raise ValueError(f"{path}:{n}: not a labelled exchange ({err!r})") from err
+        missing = [f for f in FIELDS if f not in row] if isinstance(row, dict) else FIELDS
+        if missing:
+            raise ValueError(f"{path}:{n}: not a labelled exchange (no field {missing[0]!r})")
         if not isinstance(row["passed"], bool):
             raise ValueError(f"{path}:{n}: field 'passed' must be true or false")
-        items.append(JudgedItem(*fields))
-    return items
+        rows.append(row)
+    return rows
+
+
+def router_labels(path: Path = DATA) -> list[JudgedItem]:
+    """The shipped labelled exchanges, as the judges read them."""
+    return [
+        JudgedItem(r["id"], r["request"], r["reply"], r["passed"], r["comment"])
+        for r in router_rows(path)
+    ]
 
 
 def label_pool(heldout_size: int) -> tuple[list[JudgedItem], list[JudgedItem]]:

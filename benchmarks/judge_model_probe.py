@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import random
 import re
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from sklearn.metrics import roc_auc_score
 
-from benchmarks.judge_label_scale import DATA
+from benchmarks.judge_label_scale import router_rows
 from benchmarks.workloads import utterances
 from infra.agents.intent_router import LABELS
 from infra.lm.cpu import cpu_summary
@@ -166,11 +165,10 @@ async def taught(lm, exercises: int, folder: Path) -> str:
 
 
 async def run(lm, replies: int, teach: int = 0) -> dict[str, dict]:
-    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
     probes = {
         "facts": FACTS,
         "a word alone": word_alone(),
-        "the kind's word in a reply": kind_word_in_replies(rows, replies),
+        "the kind's word in a reply": kind_word_in_replies(router_rows(), replies),
     }
     results = {"base": await read_all(lm, probes, None, "base model")}
     if teach:

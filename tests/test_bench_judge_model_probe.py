@@ -2,10 +2,9 @@
 that sees the word from one that reads it backwards."""
 
 import asyncio
-import json
 import re
 
-from benchmarks.judge_label_scale import DATA
+from benchmarks.judge_label_scale import router_rows
 from benchmarks.judge_model_probe import (
     FACTS,
     kind_word_in_replies,
@@ -25,10 +24,6 @@ def _text_and_word(question: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def _rows():
-    return [json.loads(line) for line in DATA.read_text().splitlines()]
-
-
 def test_a_word_alone_is_yes_exactly_where_the_text_is_the_word():
     probe = word_alone()
     assert len(probe) == 49 and sum(answer for _, answer in probe) == 7
@@ -44,7 +39,7 @@ def test_a_reply_holds_its_kind_word_as_a_word_not_a_stem():
 
 
 def test_the_probe_asks_the_annotators_check_on_the_shipped_replies():
-    rows = _rows()
+    rows = router_rows()
     # the stand-in annotators pass only replies that say the request's kind word
     assert all(names(r["reply"], LABELS[r["intent"]]) for r in rows if r["passed"])
     probe = kind_word_in_replies(rows, 40)
