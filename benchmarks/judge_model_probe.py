@@ -17,9 +17,17 @@ A model that can follow the rubric scores near 1.0 on each; one that cannot, 0.5
 With `--teach N` a LoRA adapter is then trained on N generic reading exercises (does a
 SNIPS request contain a word of its own, or one it lacks; no label of anyone's, no router
 reply) and the probes are read again through it: whether the skill is missing from the
-weights or only unlearned.
+weights or only unlearned. `--rubric-exercises M` adds M exercises on the judge's own
+prompt, under made-up rubrics of the same kind ("a reply passes when it contains one of
+these words: ..."), so that the skill is asked for the way a rubric asks for it.
+
+`--judge` then reads each model as a judge with no label training: the router's rubric on
+the judge's prompt, its cut calibrated on 100 labels, kappa on the label-scale run's 256
+held-out ones (`judge_label_scale`): does a model that can see the word judge by it? And
+again on the annotators' rule written as such a made-up rubric (`WORD_LIST_RUBRIC`).
 
     .venv/bin/python -m benchmarks.judge_model_probe [--replies 120] [--teach 800]
+        [--rubric-exercises 800] [--judge]
 """
 
 from __future__ import annotations
@@ -36,15 +44,19 @@ from pathlib import Path
 
 from sklearn.metrics import roc_auc_score
 
-from benchmarks.judge_label_scale import router_rows
+from benchmarks.judge_label_scale import label_pool, router_rows, sized
+from benchmarks.judge_lora import judge_score
 from benchmarks.workloads import utterances
-from infra.agents.intent_router import LABELS
+from infra.agents.intent_router import JUDGE_RUBRIC, LABELS
 from infra.lm.cpu import cpu_summary
 from infra.lm.factory import make_lm
 from infra.lm.threads import run_in_own_thread
 from infra.settings import LMSettings, LoraSettings
 from judges.adapter import ServedJudgeAdapter
-from judges.pointwise import CHOICES
+from judges.calibration import calibrate_threshold
+from judges.metrics import agreement_report
+from judges.pointwise import CHOICES, PASS_QUESTION, judge_messages
+from judges.types import JudgedItem
 from weights.lora import train_sft_adapter
 
 Probe = list[tuple[str, bool]]  # (question, its true answer)
@@ -116,6 +128,50 @@ def word_exercises(texts: list[str], n: int, seed: int = 0) -> list[dict]:
     return records
 
 
+LIST_RUBRICS = (  # made-up rubrics of the router's kind: a reply must say one of some words
+    "You review replies of an assistant. A reply passes when it contains one of these "
+    "words: {words}. It fails when it contains none of them.",
+    "You review replies. Its reply must name one of: {words}. A reply passes when it names "
+    "one. It fails when it names none or says anything else.",
+    "You check texts for a team. A reply passes only if it says {words}. Otherwise it fails.",
+)
+
+
+def listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+# the annotators' rule as such a rubric says it (they also ask for the request's own kind)
+WORD_LIST_RUBRIC = LIST_RUBRICS[0].format(words=listed(list(LABELS.values())))
+
+
+def rubric_exercises(texts: list[str], n: int, seed: int = 1) -> list[dict]:
+    """`n` records on the judge's own prompt, every other one a pass: a made-up rubric
+    lists 1-8 words, the reply (one text, the request another) holds one of them or none."""
+    rng = random.Random(seed)
+    vocabulary = sorted({w.lower() for t in texts for w in WORD.findall(t)})
+    records = []
+    while len(records) < n:
+        request, reply, yes = rng.choice(texts), rng.choice(texts), len(records) % 2 == 0
+        absent = [w for w in rng.sample(vocabulary, 12) if not names(reply, w)]
+        words, own = absent[: rng.randint(1, 8)], WORD.findall(reply)
+        if not words or (yes and not own):
+            continue
+        if yes:
+            words[rng.randrange(len(words))] = rng.choice(own).lower()
+        rubric = rng.choice(LIST_RUBRICS).format(words=listed(words))
+        item = JudgedItem("exercise", request, reply)
+        answer = CHOICES[0] if yes else CHOICES[1]
+        records.append(
+            {
+                "prompt": judge_messages(rubric, item, PASS_QUESTION),
+                "completion": [{"role": "assistant", "content": answer}],
+            }
+        )
+    rng.shuffle(records)
+    return records
+
+
 async def p_yes(lm, question: str, adapter: str | None = None) -> float:
     logps = await lm.choice_logprobs(asked(question), list(CHOICES), adapter=adapter)
     yes, no = (math.exp(lp) for lp in logps)
@@ -150,9 +206,43 @@ async def read_all(lm, probes: dict[str, Probe], adapter: str | None, who: str) 
     return results
 
 
-async def taught(lm, exercises: int, folder: Path) -> str:
-    """The name the model serves an adapter trained on `exercises` reading exercises under."""
-    records = word_exercises([text for _, text in utterances()], exercises)
+async def judged(lm, folder: str | None, who: str, rubric: str = JUDGE_RUBRIC) -> dict:
+    """The model as a judge on `rubric` with no label training: the cut calibrated on the
+    label-scale run's first 100 labels, agreement on its 256 held-out ones."""
+    heldout, rest = label_pool(256)
+    train, val = sized(rest, 100)
+    score = judge_score(lm, rubric, folder)
+    cut = calibrate_threshold(await score(train + val), [i.human_pass for i in train + val])
+    probs, gold = await score(heldout), [i.human_pass for i in heldout]
+    report = agreement_report([p >= cut for p in probs], gold, seed=0)
+    report["auc"] = float(roc_auc_score(gold, probs))
+    print(
+        f"{who}: held-out kappa {report['kappa']:.3f} "
+        f"[{report['kappa_low']:.3f}, {report['kappa_high']:.3f}], AUC {report['auc']:.3f}, "
+        f"TPR {report['tpr']:.2f}, TNR {report['tnr']:.2f} ({len(heldout)} labels)",
+        flush=True,
+    )
+    return report
+
+
+async def judged_both(lm, folder: str | None, who: str) -> dict[str, dict]:
+    """On the router's rubric, and on the annotators' rule written as a made-up one."""
+    return {
+        "router's rubric": await judged(lm, folder, f"{who}, judging on the router's rubric"),
+        "word list": await judged(
+            lm, folder, f"{who}, judging on the seven words as a list", WORD_LIST_RUBRIC
+        ),
+    }
+
+
+async def taught(lm, exercises: int, folder: Path, on_rubrics: int = 0) -> str:
+    """The name the model serves an adapter trained on `exercises` reading exercises (and
+    `on_rubrics` on the judge's prompt) under."""
+    texts = [text for _, text in utterances()]
+    records = word_exercises(texts, exercises)
+    if on_rubrics:
+        records += rubric_exercises(texts, on_rubrics)
+        random.Random(0).shuffle(records)
     cfg = LoraSettings(epochs=1, batch_size=8, micro_batch_size=8)
     started = time.perf_counter()
     result = await run_in_own_thread(train_sft_adapter, records, lm.base_model_path, folder, cfg)
@@ -164,17 +254,24 @@ async def taught(lm, exercises: int, folder: Path) -> str:
     return await ServedJudgeAdapter(lm, str(folder)).name()
 
 
-async def run(lm, replies: int, teach: int = 0) -> dict[str, dict]:
+async def run(
+    lm, replies: int, teach: int = 0, on_rubrics: int = 0, judge: bool = False
+) -> dict[str, dict]:
     probes = {
         "facts": FACTS,
         "a word alone": word_alone(),
         "the kind's word in a reply": kind_word_in_replies(router_rows(), replies),
     }
     results = {"base": await read_all(lm, probes, None, "base model")}
+    if judge:
+        results["base"]["judging"] = await judged_both(lm, None, "base model")
     if teach:
         with tempfile.TemporaryDirectory(prefix="judge-probe-") as scratch:
-            adapter = await taught(lm, teach, Path(scratch) / "reading")
+            folder = Path(scratch) / "reading"
+            adapter = await taught(lm, teach, folder, on_rubrics)
             results["taught"] = await read_all(lm, probes, adapter, "taught")
+            if judge:
+                results["taught"]["judging"] = await judged_both(lm, str(folder), "taught")
     return results
 
 
@@ -182,9 +279,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replies", type=int, default=120, help="router replies to probe")
     parser.add_argument("--teach", type=int, default=0, help="reading exercises to train on")
+    parser.add_argument(
+        "--rubric-exercises", type=int, default=0, help="with --teach: ones on a rubric too"
+    )
+    parser.add_argument("--judge", action="store_true", help="read each model as a judge")
     args = parser.parse_args()
     print(cpu_summary())
-    asyncio.run(run(make_lm(LMSettings()), args.replies, args.teach))
+    lm = make_lm(LMSettings())
+    asyncio.run(run(lm, args.replies, args.teach, args.rubric_exercises, args.judge))
 
 
 if __name__ == "__main__":

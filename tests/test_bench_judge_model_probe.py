@@ -7,13 +7,18 @@ import re
 from benchmarks.judge_label_scale import router_rows
 from benchmarks.judge_model_probe import (
     FACTS,
+    WORD_LIST_RUBRIC,
+    judged,
     kind_word_in_replies,
     names,
     read,
+    rubric_exercises,
     word_alone,
     word_exercises,
 )
-from infra.agents.intent_router import LABELS
+from infra.agents.intent_router import JUDGE_RUBRIC, LABELS
+from judges.judged_text import DATA_NOTE
+from judges.pointwise import PASS_QUESTION
 from tests.fakes import ScriptedLM
 
 
@@ -65,13 +70,61 @@ def test_reading_scores_a_model_that_sees_the_word_and_one_that_reads_it_backwar
     assert blind["auc"] == 0.5 and blind["true"] == 5
 
 
-def test_reading_exercises_are_half_yes_and_answered_right():
-    texts = ["play the weather song", "book a table for two", "rate this novel"]
-    records = word_exercises(texts, 40, seed=3)
-    assert records == word_exercises(texts, 40, seed=3) and len(records) == 40
+TEXTS = ["play the weather song", "book a table for two", "rate this novel now"]
+
+
+def _half_yes_answers(make_exercises) -> tuple[list[dict], list[str]]:
+    """40 exercises from `TEXTS`, checked to be one draw per seed and half yes."""
+    records = make_exercises(TEXTS, 40, seed=3)
+    assert records == make_exercises(TEXTS, 40, seed=3) and len(records) == 40
     answers = [r["completion"][0]["content"] for r in records]
     assert answers.count("Yes") == answers.count("No") == 20
+    return records, answers
+
+
+def test_reading_exercises_are_half_yes_and_answered_right():
+    records, answers = _half_yes_answers(word_exercises)
     for record, answer in zip(records, answers, strict=True):
         question = record["prompt"][0]["content"].removesuffix(" Answer Yes or No.")
         text, word = _text_and_word(question)
-        assert text in texts and (answer == "Yes") == names(text, word)
+        assert text in TEXTS and (answer == "Yes") == names(text, word)
+
+
+def _listed_words(rubric: str) -> list[str]:
+    listing = re.search(r"(?:words: |one of: |says )(.*?)\. ", rubric).group(1)
+    return re.split(r", | or ", listing)
+
+
+def _reply(user_turn: str) -> str:
+    return re.search(r"<reply>\n(.*)\n</reply>", user_turn, re.S).group(1)
+
+
+def test_rubric_exercises_ask_on_the_judges_prompt_and_pass_a_reply_that_says_a_listed_word():
+    records, answers = _half_yes_answers(rubric_exercises)
+    for record, answer in zip(records, answers, strict=True):
+        system, user = (turn["content"] for turn in record["prompt"])
+        assert system.endswith(DATA_NOTE) and user.endswith(PASS_QUESTION)
+        words = _listed_words(system)
+        assert 1 <= len(words) <= 8
+        reply = _reply(user)
+        assert reply in TEXTS and (answer == "Yes") == any(names(reply, w) for w in words)
+
+
+def test_judging_reads_the_routers_rubric_against_the_held_out_labels():
+    rubrics = []
+
+    def names_a_kind(messages) -> float:
+        rubrics.append(messages[0]["content"])
+        reply = _reply(messages[-1]["content"])
+        return 0.9 if any(names(reply, word) for word in LABELS.values()) else 0.1
+
+    seeing = asyncio.run(judged(ScriptedLM(p_first=names_a_kind), None, "fake"))
+    assert len(rubrics) == 100 + 256 and all(r.startswith(JUDGE_RUBRIC) for r in rubrics)
+    # a judge that checks for the seven words agrees as the naming rule does (0.71-0.73)
+    assert seeing["n"] == 256 and 0.6 < seeing["kappa"] < 0.85 and seeing["auc"] > 0.8
+    blind = asyncio.run(judged(ScriptedLM(p_first=lambda m: 0.4), None, "blind"))
+    assert blind["kappa"] == 0.0 and blind["auc"] == 0.5
+
+
+def test_the_annotators_rule_as_a_made_up_rubric_lists_the_seven_words():
+    assert _listed_words(WORD_LIST_RUBRIC) == list(LABELS.values())
