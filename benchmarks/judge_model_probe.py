@@ -106,24 +106,27 @@ def kind_word_in_replies(rows: list[dict], n: int, seed: int = 0) -> Probe:
     return probe
 
 
+def vocabulary(texts: list[str]) -> list[str]:
+    return sorted({w.lower() for t in texts for w in WORD.findall(t)})
+
+
+def exercise(prompt: list[dict[str, str]], yes: bool) -> dict:
+    """A prompt-completion record (trl's format) whose completion is the right answer."""
+    answer = CHOICES[0] if yes else CHOICES[1]
+    return {"prompt": prompt, "completion": [{"role": "assistant", "content": answer}]}
+
+
 def word_exercises(texts: list[str], n: int, seed: int = 0) -> list[dict]:
     """`n` prompt-completion records, every other one a yes: does a text contain one of its
     own words (yes), or a word of the other texts that it lacks (no)?"""
-    rng = random.Random(seed)
-    vocabulary = sorted({w.lower() for t in texts for w in WORD.findall(t)})
+    rng, words_of_all = random.Random(seed), vocabulary(texts)
     records = []
     while len(records) < n:
         text, yes = rng.choice(texts), len(records) % 2 == 0
-        pool = WORD.findall(text) if yes else rng.sample(vocabulary, 5)
+        pool = WORD.findall(text) if yes else rng.sample(words_of_all, 5)
         words = [w for w in pool if names(text, w) == yes]
         if words:
-            answer = CHOICES[0] if yes else CHOICES[1]
-            records.append(
-                {
-                    "prompt": asked(contains_question(text, rng.choice(words))),
-                    "completion": [{"role": "assistant", "content": answer}],
-                }
-            )
+            records.append(exercise(asked(contains_question(text, rng.choice(words))), yes))
     rng.shuffle(records)
     return records
 
@@ -148,12 +151,11 @@ WORD_LIST_RUBRIC = LIST_RUBRICS[0].format(words=listed(list(LABELS.values())))
 def rubric_exercises(texts: list[str], n: int, seed: int = 1) -> list[dict]:
     """`n` records on the judge's own prompt, every other one a pass: a made-up rubric
     lists 1-8 words, the reply (one text, the request another) holds one of them or none."""
-    rng = random.Random(seed)
-    vocabulary = sorted({w.lower() for t in texts for w in WORD.findall(t)})
+    rng, words_of_all = random.Random(seed), vocabulary(texts)
     records = []
     while len(records) < n:
         request, reply, yes = rng.choice(texts), rng.choice(texts), len(records) % 2 == 0
-        absent = [w for w in rng.sample(vocabulary, 12) if not names(reply, w)]
+        absent = [w for w in rng.sample(words_of_all, 12) if not names(reply, w)]
         words, own = absent[: rng.randint(1, 8)], WORD.findall(reply)
         if not words or (yes and not own):
             continue
@@ -161,13 +163,7 @@ def rubric_exercises(texts: list[str], n: int, seed: int = 1) -> list[dict]:
             words[rng.randrange(len(words))] = rng.choice(own).lower()
         rubric = rng.choice(LIST_RUBRICS).format(words=listed(words))
         item = JudgedItem("exercise", request, reply)
-        answer = CHOICES[0] if yes else CHOICES[1]
-        records.append(
-            {
-                "prompt": judge_messages(rubric, item, PASS_QUESTION),
-                "completion": [{"role": "assistant", "content": answer}],
-            }
-        )
+        records.append(exercise(judge_messages(rubric, item, PASS_QUESTION), yes))
     rng.shuffle(records)
     return records
 
@@ -206,13 +202,26 @@ async def read_all(lm, probes: dict[str, Probe], adapter: str | None, who: str) 
     return results
 
 
-async def judged(lm, folder: str | None, who: str, rubric: str = JUDGE_RUBRIC) -> dict:
-    """The model as a judge on `rubric` with no label training: the cut calibrated on the
-    label-scale run's first 100 labels, agreement on its 256 held-out ones."""
+Split = tuple[list[JudgedItem], list[JudgedItem]]  # (labels to calibrate the cut on, held out)
+
+
+def judge_split() -> Split:
+    """The label-scale run's first 100 labels (its training and validation ones at 100) and
+    its 256 held-out ones."""
     heldout, rest = label_pool(256)
     train, val = sized(rest, 100)
+    return train + val, heldout
+
+
+async def judged(
+    lm, folder: str | None, who: str, split: Split, rubric: str = JUDGE_RUBRIC
+) -> dict:
+    """The model as a judge on `rubric` with no label training: the cut calibrated on the
+    split's first labels, agreement on its held-out ones."""
+    calibration, heldout = split
     score = judge_score(lm, rubric, folder)
-    cut = calibrate_threshold(await score(train + val), [i.human_pass for i in train + val])
+    gold_calibration = [i.human_pass for i in calibration]
+    cut = calibrate_threshold(await score(calibration), gold_calibration)
     probs, gold = await score(heldout), [i.human_pass for i in heldout]
     report = agreement_report([p >= cut for p in probs], gold, seed=0)
     report["auc"] = float(roc_auc_score(gold, probs))
@@ -225,12 +234,14 @@ async def judged(lm, folder: str | None, who: str, rubric: str = JUDGE_RUBRIC) -
     return report
 
 
-async def judged_both(lm, folder: str | None, who: str) -> dict[str, dict]:
+async def judged_both(lm, folder: str | None, who: str, split: Split) -> dict[str, dict]:
     """On the router's rubric, and on the annotators' rule written as a made-up one."""
     return {
-        "router's rubric": await judged(lm, folder, f"{who}, judging on the router's rubric"),
+        "router's rubric": await judged(
+            lm, folder, f"{who}, judging on the router's rubric", split
+        ),
         "word list": await judged(
-            lm, folder, f"{who}, judging on the seven words as a list", WORD_LIST_RUBRIC
+            lm, folder, f"{who}, judging on the seven words as a list", split, WORD_LIST_RUBRIC
         ),
     }
 
@@ -263,15 +274,16 @@ async def run(
         "the kind's word in a reply": kind_word_in_replies(router_rows(), replies),
     }
     results = {"base": await read_all(lm, probes, None, "base model")}
-    if judge:
-        results["base"]["judging"] = await judged_both(lm, None, "base model")
+    split = judge_split() if judge else None
+    if split:
+        results["base"]["judging"] = await judged_both(lm, None, "base model", split)
     if teach:
         with tempfile.TemporaryDirectory(prefix="judge-probe-") as scratch:
             folder = Path(scratch) / "reading"
             adapter = await taught(lm, teach, folder, on_rubrics)
             results["taught"] = await read_all(lm, probes, adapter, "taught")
-            if judge:
-                results["taught"]["judging"] = await judged_both(lm, str(folder), "taught")
+            if split:
+                results["taught"]["judging"] = await judged_both(lm, str(folder), "taught", split)
     return results
 
 
@@ -284,6 +296,8 @@ def main() -> None:
     )
     parser.add_argument("--judge", action="store_true", help="read each model as a judge")
     args = parser.parse_args()
+    if args.rubric_exercises and not args.teach:
+        parser.error("--rubric-exercises adds to --teach's exercises: give --teach too")
     print(cpu_summary())
     lm = make_lm(LMSettings())
     asyncio.run(run(lm, args.replies, args.teach, args.rubric_exercises, args.judge))

@@ -8,6 +8,7 @@ from benchmarks.judge_label_scale import router_rows
 from benchmarks.judge_model_probe import (
     FACTS,
     WORD_LIST_RUBRIC,
+    judge_split,
     judged,
     kind_word_in_replies,
     names,
@@ -118,11 +119,12 @@ def test_judging_reads_the_routers_rubric_against_the_held_out_labels():
         reply = _reply(messages[-1]["content"])
         return 0.9 if any(names(reply, word) for word in LABELS.values()) else 0.1
 
-    seeing = asyncio.run(judged(ScriptedLM(p_first=names_a_kind), None, "fake"))
+    split = judge_split()
+    seeing = asyncio.run(judged(ScriptedLM(p_first=names_a_kind), None, "fake", split))
     assert len(rubrics) == 100 + 256 and all(r.startswith(JUDGE_RUBRIC) for r in rubrics)
     # a judge that checks for the seven words agrees as the naming rule does (0.71-0.73)
     assert seeing["n"] == 256 and 0.6 < seeing["kappa"] < 0.85 and seeing["auc"] > 0.8
-    blind = asyncio.run(judged(ScriptedLM(p_first=lambda m: 0.4), None, "blind"))
+    blind = asyncio.run(judged(ScriptedLM(p_first=lambda m: 0.4), None, "blind", split))
     assert blind["kappa"] == 0.0 and blind["auc"] == 0.5
 
 
