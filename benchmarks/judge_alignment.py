@@ -87,7 +87,7 @@ from flows.environment import prepare_environment
 from gepa_opt import EvaluationBatch, GEPAConfig, optimize
 from infra.lm import LM
 from infra.lm.reflection import reflection_lm
-from infra.settings import JudgeLoraSettings, JudgeSettings, LMSettings
+from infra.settings import JudgeLoraSettings, JudgeSettings, Settings
 from judges.pairwise import SEED_PAIRWISE_PROMPTS
 from judges.pairwise_align import PairwiseAlignmentAdapter, clip, preference_weights
 from judges.types import PairwiseItem, Preference
@@ -326,11 +326,12 @@ def main(argv: list[str] | None = None) -> None:
     items = truncate_answers(load()[: args.max_items], args.max_answer_chars)
     split = split_by_question(items, args.heldout_fraction, args.split_seed, args.val_fraction)
     train, val, heldout = split
-    settings = LMSettings()
+    settings = Settings().lm  # FLYWHEEL_LM__MODEL_PATH or flywheel.toml name a larger judge
     print(
         f"MT-Bench human preferences: {len(train)} train / {len(val)} val / {len(heldout)} "
         f"held-out items, split by question (split seed {args.split_seed}); every answer "
-        f"truncated to {args.max_answer_chars} characters. Model {settings.model} (local). "
+        f"truncated to {args.max_answer_chars} characters. "
+        f"Model {settings.model_path or 'the embedded one'} (local). "
         f"Budget {args.budget} metric calls, W={args.workers}, minibatch {args.minibatch}, "
         f"GEPA seeds {args.seeds}.",
         flush=True,

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from benchmarks.judge_baselines import naming_baseline, resemblance_baseline
 from benchmarks.judge_lora import demo_items, lora_arm, reward_head_arm
+from benchmarks.judge_model import judge_lm
 from infra.agents.intent_router import JUDGE_RUBRIC
-from infra.lm.factory import make_lm
-from infra.settings import JudgeLoraSettings, LMSettings
+from infra.settings import JudgeLoraSettings
 from judges.types import JudgedItem
 
 DATA = Path(__file__).parent / "data" / "router_labels" / "labels.jsonl"
@@ -142,7 +142,7 @@ async def run(args: argparse.Namespace) -> dict[int, dict[str, float]]:
     heldout, rest = label_pool(args.heldout)
     passing = sum(bool(i.human_pass) for i in heldout)
     print(f"held-out: {len(heldout)} labels ({passing} pass); {len(rest)} to learn from")
-    lm = make_lm(LMSettings()) if args.reward_head or args.lora else None
+    lm = judge_lm() if args.reward_head or args.lora else None
     return {n: await row(lm, n, heldout, rest, args.reward_head, args.lora) for n in args.sizes}
 
 

@@ -83,15 +83,15 @@ from benchmarks.judge_baselines import (
     resemblance,
     resemblance_baseline,
 )
+from benchmarks.judge_model import judge_lm
 from benchmarks.judge_reward_head import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
 from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter
-from infra.lm.factory import make_lm
 from infra.lm.reflection import reflection_lm
 from infra.lm.threads import run_in_own_thread
 from infra.scales import ScoreScale
-from infra.settings import JudgeLoraSettings, JudgeSettings, LMSettings, LoraSettings
+from infra.settings import JudgeLoraSettings, JudgeSettings, LoraSettings
 from infra.traces.jsonl import JsonlTraceSource
 from judges.align import align
 from judges.calibration import calibrate_threshold
@@ -282,7 +282,7 @@ def keep_probs(path: Path, arm: str, checkpoint: str, splits: dict) -> None:
 
 
 async def run(args: argparse.Namespace) -> list[Arm]:
-    lm = make_lm(LMSettings())
+    lm = judge_lm()
     train, val, heldout = demo_items(args.seed, args.heldout_fraction)
     if args.train_on_validation:
         train, val = train + val, []

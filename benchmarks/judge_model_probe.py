@@ -46,12 +46,12 @@ from sklearn.metrics import roc_auc_score
 
 from benchmarks.judge_label_scale import label_pool, router_rows, sized
 from benchmarks.judge_lora import judge_score
+from benchmarks.judge_model import judge_lm
 from benchmarks.workloads import utterances
 from infra.agents.intent_router import JUDGE_RUBRIC, LABELS
 from infra.lm.cpu import cpu_summary
-from infra.lm.factory import make_lm
 from infra.lm.threads import run_in_own_thread
-from infra.settings import LMSettings, LoraSettings
+from infra.settings import LoraSettings
 from judges.adapter import ServedJudgeAdapter
 from judges.calibration import calibrate_threshold
 from judges.metrics import agreement_report
@@ -299,7 +299,7 @@ def main() -> None:
     if args.rubric_exercises and not args.teach:
         parser.error("--rubric-exercises adds to --teach's exercises: give --teach too")
     print(cpu_summary())
-    lm = make_lm(LMSettings())
+    lm = judge_lm()
     asyncio.run(run(lm, args.replies, args.teach, args.rubric_exercises, args.judge))
 
 
