@@ -163,7 +163,7 @@ async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> 
         return None
     with StageProgress("judge watch", None):
         return await watch_judge(
-            rt.lm,
+            rt.judge_lm,
             in_use,
             collected.items,
             collected.labelled_at,
@@ -201,7 +201,7 @@ async def gate_judge(
     _, _, heldout = stages.judge_items_split(rt, collected.items)
     with StageProgress("judge gate and version", None):
         gate = await choose_judge(
-            rt.lm,
+            rt.judge_lm,
             rt.registry,
             run_id,
             alignment,
@@ -213,7 +213,11 @@ async def gate_judge(
             rt.run_dir(run_id) / "judge-production",
         )
         check = await injection_check(
-            rt.lm, gate.judge, heldout, rt.settings.seed, rt.settings.judge.max_injection_flips
+            rt.judge_lm,
+            gate.judge,
+            heldout,
+            rt.settings.seed,
+            rt.settings.judge.max_injection_flips,
         )
     return replace(gate, watch=watch, injection=check)
 
@@ -285,7 +289,7 @@ async def judge_night_traces(
     labelled = {item.id for item in collected.items}
     with StageProgress("judge on the night's traces", None):
         verdicts = await judge_traces(
-            rt.lm,
+            rt.judge_lm,
             judge,
             collected.judged_items(),
             labelled,

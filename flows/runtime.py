@@ -51,6 +51,7 @@ class Runtime:
         *,
         lm: LM | None = None,
         reflection_lm: LM | None = None,
+        judge_lm: LM | None = None,
         agent: Agent | None = None,
         traces: TraceSource | None = None,
         registry: Registry | None = None,
@@ -59,6 +60,7 @@ class Runtime:
         given = {
             "lm": lm,
             "reflection_lm": reflection_lm,
+            "judge_lm": judge_lm,
             "agent": agent,
             "traces": traces,
             "registry": registry,
@@ -77,7 +79,7 @@ class Runtime:
     def call_tallies(self) -> list[CallTally]:
         """The fault counts of each distinct model the night has used (a backend that
         counts none, like the in-process one whose calls do not fail, gives none)."""
-        models = [self._objects.get(name) for name in ("lm", "reflection_lm")]
+        models = [self._objects.get(name) for name in ("lm", "reflection_lm", "judge_lm")]
         tallies = {id(t): t for m in models if (t := getattr(m, "tally", None)) is not None}
         return list(tallies.values())
 
@@ -87,6 +89,14 @@ class Runtime:
         if self.settings.reflection is None:
             return self.lm
         return self._get("reflection_lm", lambda: make_lm(self.settings.reflection))
+
+    @property
+    def judge_lm(self) -> LM:
+        """The model that judges and serves the judge's adapter: its own when configured,
+        else `lm`."""
+        if self.settings.judge_lm is None and "judge_lm" not in self._objects:
+            return self.lm
+        return self._get("judge_lm", lambda: make_lm(self.settings.judge_lm))
 
     @property
     def agent(self) -> Agent:
@@ -157,6 +167,7 @@ class Runtime:
         self._check_traces()
         self.registry  # noqa: B018 - opening the store is the check
         self.lm  # noqa: B018 - loading the model (or opening its client) is the check
+        self.judge_lm  # noqa: B018 - the same for the judge's own model, when it has one
 
     def _check_traces(self) -> None:
         cfg = self.settings.traces

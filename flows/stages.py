@@ -109,7 +109,7 @@ async def align_judge_stage(
     cfg, seed = rt.settings.judge, rt.settings.seed
     train, val, heldout = judge_items_split(rt, items)
     return await align(
-        rt.lm,
+        rt.judge_lm,
         judge_seed(rt),
         scale,
         train,
@@ -132,21 +132,22 @@ async def judge_lora_stage(
     cfg, seed = rt.settings.judge.lora, rt.settings.seed
     if not cfg.enabled:
         return alignment, JudgeLora(0, alignment.judge_val_score, note="judge.lora.enabled is off")
-    if not hasattr(rt.lm, "load_adapter"):  # not isinstance: that would resolve the model
-        note = f"{type(rt.lm).__name__} does not serve LoRA adapters"
+    lm = rt.judge_lm
+    if not hasattr(lm, "load_adapter"):  # not isinstance: that would resolve the model
+        note = f"{type(lm).__name__} does not serve LoRA adapters"
         return alignment, JudgeLora(0, alignment.judge_val_score, note=note)
     train, val, heldout = judge_items_split(rt, items)
 
     async def train_adapter(records: list) -> list[Path]:
         await release_free_heap()  # what alignment freed, before training stacks on it
         folder, _ = await train_once(
-            "sft", rt.lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed
+            "sft", lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed
         )
         await release_free_heap()
         return saved_adapters(folder)
 
     return await judge_lora_step(
-        rt.lm,
+        lm,
         alignment,
         train,
         val,
@@ -162,7 +163,7 @@ async def judge_lora_stage(
 
 def judge_metric(rt: Runtime, judge: Judge) -> RolloutJudge:
     """The night's judge as the agent's metric, built once per stage."""
-    return judge.metric(rt.lm, rt.settings.judge.rationale_max_tokens)
+    return judge.metric(rt.judge_lm, rt.settings.judge.rationale_max_tokens)
 
 
 def split_examples(rt: Runtime, examples: list[Example]) -> tuple[list[Example], list[Example]]:

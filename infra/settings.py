@@ -41,7 +41,8 @@ class Section(BaseModel):
 
 
 class LMSettings(Section):
-    """Which model serves the agent, the judge and the reflection calls."""
+    """Which model serves the agent, the judge and the reflection calls (`judge_lm` and
+    `reflection`, when set, give the last two a model of their own)."""
 
     backend: Literal["local", "openai"] = "local"
     # local: a folder with a transformers checkpoint, or empty for the embedded
@@ -400,7 +401,7 @@ class NetworkSettings(Section):
     """Faults of the services a night talks to: Langfuse, MLflow and the stages that only
     talk to them (reading production, collecting traces, registering, sending feedback),
     and what model calls that still fail do to a night. Model servers have their own
-    `timeout_s` and `max_retries` under [lm], [reflection]."""
+    `timeout_s` and `max_retries` under [lm], [reflection], [judge_lm]."""
 
     # Prefect retries of a network-only stage, after waits of retry_delay_s, then 2x, 4x...
     stage_retries: NonNegativeInt = 2
@@ -471,6 +472,11 @@ class Settings(BaseSettings):
     # The model that writes GEPA's proposals; None = `lm`. Reflection wants the strongest
     # model you have (any OpenAI-compatible endpoint): a 135M model mostly writes noise.
     reflection: LMSettings | None = None
+    # The model that judges (alignment, the judge's LoRA step, the agent's metric, the
+    # gate, the watch); None = `lm`, whose engine then serves both adapters. A judge larger
+    # than the agent's model is where agreement with people comes from; its LoRA step
+    # trains from `judge_lm.model_path`, so a server backend needs a local copy there.
+    judge_lm: LMSettings | None = None
     traces: TraceSettings = Field(default_factory=TraceSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)
@@ -485,7 +491,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _api_key_from_standard_env(self) -> Settings:
-        for lm in (self.lm, self.reflection):
+        for lm in (self.lm, self.reflection, self.judge_lm):
             if lm is not None and lm.api_key is None and os.environ.get("OPENAI_API_KEY"):
                 lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
         return self
@@ -524,7 +530,7 @@ class _NoSecretsToml(TomlConfigSettingsSource):
 
     def __call__(self):
         data = super().__call__()
-        for section in ("lm", "reflection"):
+        for section in ("lm", "reflection", "judge_lm"):
             if "api_key" in (data.get(section) or {}):
                 raise ValueError(
                     f"{section}.api_key must not be written in the TOML file; set "

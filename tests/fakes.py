@@ -23,6 +23,7 @@ class ScriptedLM:
         self.reply = reply
         self.p_first = p_first
         self.calls: list[Messages] = []
+        self.choice_calls: list[Messages] = []  # verdicts read from token probabilities
 
     async def complete(self, messages: Messages, **params) -> Completion:
         self.calls.append(messages)
@@ -35,6 +36,7 @@ class ScriptedLM:
     async def choice_logprobs(
         self, messages: Messages, choices: list[str], adapter=None
     ) -> list[float]:
+        self.choice_calls.append(messages)
         p = min(max(self.p_first(messages), 1e-6), 1 - 1e-6)
         return [math.log(p), math.log(1 - p)] + [math.log(1e-6)] * (len(choices) - 2)
 

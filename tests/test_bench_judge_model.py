@@ -1,5 +1,5 @@
-"""The judge benchmarks read their model from the project's settings, so a larger judge
-model is measured by setting FLYWHEEL_LM__MODEL_PATH, with no code change."""
+"""The judge benchmarks read the night's judge model from the project's settings, so a
+larger judge model is measured by one environment variable, with no code change."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from benchmarks.judge_model import judge_lm
 from infra.lm.model_files import ModelNotFoundError, resolve_model_path
 
 
-def test_a_model_path_from_the_environment_reaches_the_benchmark(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLYWHEEL_LM__MODEL_PATH", str(tmp_path))  # no checkpoint there
-    with pytest.raises(ModelNotFoundError, match="FLYWHEEL_LM__MODEL_PATH"):
+@pytest.mark.parametrize("variable", ["FLYWHEEL_LM__MODEL_PATH", "FLYWHEEL_JUDGE_LM__MODEL_PATH"])
+def test_a_model_path_from_the_environment_reaches_the_benchmark(tmp_path, monkeypatch, variable):
+    monkeypatch.setenv(variable, str(tmp_path))  # no checkpoint there
+    with pytest.raises(ModelNotFoundError, match=str(tmp_path)):
         judge_lm()
 
 
@@ -22,7 +23,7 @@ def test_the_benchmark_loads_the_checkpoint_the_setting_names(tmp_path, monkeypa
     checkpoint.mkdir()
     for file in embedded.iterdir():
         (checkpoint / file.name).symlink_to(file)
-    monkeypatch.setenv("FLYWHEEL_LM__MODEL_PATH", str(checkpoint))
+    monkeypatch.setenv("FLYWHEEL_JUDGE_LM__MODEL_PATH", str(checkpoint))
     lm = judge_lm()
     lm.close()
     assert lm.base_model_path == str(checkpoint)

@@ -101,13 +101,14 @@ def test_a_failed_night_exits_1_with_a_sentence_and_keeps_the_traceback(
     assert "Traceback" in trace.read_text() and "went away" in trace.read_text()
 
 
-def test_secret_in_toml_is_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("section", ["lm", "reflection", "judge_lm"])
+def test_secret_in_toml_is_refused(tmp_path, monkeypatch, section):
     config = tmp_path / "flywheel.toml"
-    config.write_text('[lm]\napi_key = "sk-secret"\n')
+    config.write_text(f'[{section}]\napi_key = "sk-secret"\n')
     monkeypatch.setenv("FLYWHEEL_CONFIG", str(config))
     from infra.settings import Settings
 
-    with pytest.raises(ValueError, match="environment"):
+    with pytest.raises(ValueError, match=f"FLYWHEEL_{section.upper()}__API_KEY"):
         Settings()
 
 

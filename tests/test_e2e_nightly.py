@@ -315,3 +315,39 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
         assert version.tags["flywheel.judge.adapter"].startswith("runs:/")
     else:
         assert "flywheel.judge.adapter" not in version.tags
+
+
+def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path):
+    """`judge_lm` set: the judge's LoRA step trains from the judge's checkpoint and its
+    adapter is served by the judge's engine, never the agent's (here a copy of the embedded
+    model, loaded as a second engine)."""
+    checkpoint = tmp_path / "judge-model"
+    checkpoint.mkdir()
+    for file in resolve_model_path().iterdir():
+        (checkpoint / file.name).symlink_to(file)
+    export = small_export(tmp_path / "export")
+    settings = Settings(
+        state_dir=tmp_path / "state",
+        traces={"jsonl_dir": str(export)},
+        judge_lm={"model_path": str(checkpoint)},
+        judge={
+            "max_metric_calls": 12,
+            "reflection_minibatch_size": 3,
+            "min_agreement": 1.01,  # no judge is trusted: the agent's steps do not run
+            "lora": {"max_steps": 2, "checkpoints": 1, "batch_size": 4},
+        },
+    )
+    rt = Runtime(settings)
+    with prefect_harness():
+        report = asyncio.run(nightly(run_id="own-judge", knobs=settings.knobs(), runtime=rt))
+
+    assert rt.judge_lm is not rt.lm and rt.judge_lm.base_model_path == str(checkpoint)
+    step = report.judge_lora
+    assert step.records > 0 and len(step.checkpoints) == 1
+    trained = list(settings.state_dir.rglob("adapter_config.json"))
+    assert trained  # every adapter of this night is the judge's: from its own checkpoint
+    assert all(json.loads(c.read_text())["base_model_name_or_path"] == str(checkpoint)
+               for c in trained)  # fmt: skip
+    judge_served = asyncio.run(rt.judge_lm.adapters())
+    assert any(name.startswith("judge-") for name in judge_served)
+    assert not any(name.startswith("judge-") for name in asyncio.run(rt.lm.adapters()))

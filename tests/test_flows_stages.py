@@ -116,6 +116,35 @@ async def test_the_prompt_stage_counts_the_judge_verdicts_it_could_not_read(rt):
     assert stage.judge_unparseable == stage.metric_calls  # every verdict was unreadable
 
 
+async def test_a_judge_model_of_its_own_judges_while_the_agent_runs_on_lm(tmp_path):
+    agent_lm, judge_lm = ScriptedLM(reply=lambda m: "PlayMusic"), ScriptedLM()
+    source = MemorySource(night(20))
+    rt = Runtime(Settings(state_dir=tmp_path), lm=agent_lm, judge_lm=judge_lm, traces=source)
+    collected = await collect_traces.fn(rt, "n1")
+    rt.settings.judge.max_metric_calls = 12
+    await stages.align_judge_stage(rt, collected.items, collected.scale)
+    aligned = len(judge_lm.choice_calls)
+    assert aligned > 0 and agent_lm.choice_calls == []  # alignment judged on the judge's
+    rt.settings.agent_opt.max_metric_calls = 30
+    rt.settings.agent_opt.pareto_size = 4
+    examples = [Example(id=f"e{i}", inputs={"request": f"play song {i}"}) for i in range(8)]
+    judge = Judge({"rubric": "r"}, collected.scale)
+    await stages.optimize_prompts_stage(rt, examples, rt.agent.seed_prompts(), judge)
+    assert len(judge_lm.choice_calls) > aligned  # the agent's metric, on the judge's model
+    assert agent_lm.calls and agent_lm.choice_calls == []  # replies, never a verdict
+    asked = agent_lm.calls + judge_lm.calls + judge_lm.choice_calls
+    assert all((DATA_NOTE in str(m)) == (m not in agent_lm.calls) for m in asked)
+
+
+def test_the_judge_model_is_lm_unless_set(tmp_path):
+    fake = ScriptedLM()
+    assert Runtime(Settings(state_dir=tmp_path), lm=fake).judge_lm is fake
+    own = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "big-judge"}
+    rt = Runtime(Settings(state_dir=tmp_path, judge_lm=own), lm=fake)
+    assert rt.judge_lm is not fake and rt.judge_lm.model == "big-judge"
+    assert rt.judge_lm is rt.judge_lm  # built once
+
+
 def test_held_out_examples_come_from_settings_a_dataset_or_with_the_traces(rt, tmp_path):
     assert rt.heldout_examples() == []  # a production source brings none
     rt.settings.eval.dataset = "golden"
