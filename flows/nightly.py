@@ -53,7 +53,7 @@ from infra.agents.contract import require_offline
 from infra.errors import is_transient
 from infra.settings import NightKnobs, Settings
 from judges.align import Alignment
-from judges.choose import JudgeGate, choose_judge, same_scale
+from judges.choose import JudgeGate, choose_judge, in_use_servable, same_scale
 from judges.disagreements import disagreements
 from judges.feedback import (
     NightVerdicts,
@@ -155,11 +155,14 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
 @stage("watch-judge")
 async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> Watch | None:
     """The judge in use on the labels made since its version, before they teach tonight's
-    (None: no judge in use yet, or one on another scale)."""
+    (None: no judge in use yet, one on another scale, or one whose adapter tonight's judge
+    model cannot serve; the gate's reason says which)."""
     cfg = rt.settings.judge
     folder = rt.run_dir(run_id) / "judge-production"
     in_use = production_judge(rt.registry, list(SEED_JUDGE_PROMPTS), folder)
     if in_use is None or not same_scale(in_use.scale, collected.scale):
+        return None
+    if not in_use_servable(rt.judge_lm, in_use):
         return None
     with StageProgress("judge watch", None):
         return await watch_judge(

@@ -16,6 +16,7 @@ from pathlib import Path
 from infra.lm import LM
 from infra.registry.mlflow_registry import Registry
 from infra.scales import ScoreScale
+from judges.adapter import servable_on, trained_on
 from judges.align import Alignment, fit_for
 from judges.gate import GateDecision, gate_judge
 from judges.injection import InjectionCheck
@@ -91,6 +92,12 @@ async def choose_judge(
             f"scale, not tonight's {tonight.scale.describe()}, so it was not compared"
         )
         stored = None
+    if stored is not None and not in_use_servable(lm, stored):
+        note = (
+            f"; {stored.label} at {JUDGE_PRODUCTION} has an adapter trained on "
+            f"{trained_on(stored.adapter)}, not tonight's judge model, so it was not compared"
+        )
+        stored = None
     if stored is not None:
         report = await fit_for(stored.scale).agreement(
             lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter
@@ -144,6 +151,12 @@ def _untrusted_fallback(
 def _comparable(score: float) -> float:
     """An undefined statistic (NaN) ranks below any number."""
     return -math.inf if math.isnan(score) else score
+
+
+def in_use_servable(lm: LM, judge: Judge) -> bool:
+    """Whether tonight's judge model can run the judge in use: a rubric alone always, an
+    adapter only on the base it was trained from (a changed `judge_lm` cannot load it)."""
+    return judge.adapter is None or servable_on(lm, judge.adapter)
 
 
 def same_scale(a: ScoreScale, b: ScoreScale) -> bool:

@@ -1,5 +1,6 @@
 """The night's judge gate over three nights, on a real sqlite MLflow and a scripted judge."""
 
+import json
 import math
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -9,6 +10,7 @@ import pytest
 from infra.registry.mlflow_registry import Registry, RegistryError
 from infra.scales import ScoreScale
 from infra.settings import Settings
+from judges.adapter import servable_on
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
 from judges.judge import Judge
@@ -252,6 +254,73 @@ async def test_a_judge_in_use_on_another_scale_is_not_compared(rt, monkeypatch):
         "boolean, so it was not compared"
     )
     assert production_judge(rt.registry, ["rubric"]).versions == {name: 2}
+
+
+class ServingJudgeModel(JudgeModel):
+    """The judge model as an engine that serves adapters, on the checkpoint `base`."""
+
+    def __init__(self, base: str):
+        super().__init__()
+        self.base_model_path, self.served = base, []
+
+    async def adapters(self):
+        return list(self.served)
+
+    async def load_adapter(self, name, path):
+        self.served.append(name)
+
+
+def judge_adapter(folder, base: str) -> str:
+    """An adapter folder whose peft config names the base it was trained from."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base}))
+    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    return str(folder)
+
+
+async def test_a_judge_in_use_that_tonights_judge_model_cannot_serve_is_not_compared(
+    rt, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(rt.settings.registry, "prompt_name", "bigger")
+    name = rt.registry.prompt_name("judge-rubric")
+    small = ServingJudgeModel(str(tmp_path / "small-model"))
+    first = aligned("rubric", "sharp v1", 0.9, 0.5)
+    adapter = judge_adapter(tmp_path / "adapter", small.base_model_path)
+    first = replace(first, judge=replace(first.judge, adapter=adapter))
+    heldout = heldout_of(collected())
+    await choose_judge(small, rt.registry, "n1", first, heldout, WINDOW, 0.2, 0)
+    # the same judge model: the one in use is re-measured with its adapter, and kept
+    second = await choose_judge(
+        small, rt.registry, "n2", aligned("rubric", "vague", 0.3, 0.5), heldout, WINDOW, 0.2, 0
+    )
+    assert small.served and second.previous is not None and second.decision.keeps_in_use
+    # tonight a larger judge model: last night's adapter cannot load on it
+    large = ServingJudgeModel(str(tmp_path / "large-model"))
+    third = await choose_judge(
+        large, rt.registry, "n3", aligned("rubric", "sharp v3", 0.4, 0.5), heldout, WINDOW, 0.2, 0
+    )
+    assert large.served == [] and third.previous is None and third.decision.passed
+    assert third.decision.reason.endswith(
+        f"{name} v1 at judge-production has an adapter trained on {small.base_model_path}, "
+        "not tonight's judge model, so it was not compared"
+    )
+    assert production_judge(rt.registry, ["rubric"]).versions == {name: 3}
+
+
+def test_an_adapter_is_servable_only_on_the_model_it_was_trained_from(tmp_path):
+    for name, layers in (("small", 30), ("copy", 30), ("large", 32)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"num_hidden_layers": layers}))
+    adapter = judge_adapter(tmp_path / "adapter", str(tmp_path / "small"))
+    assert servable_on(ServingJudgeModel(str(tmp_path / "small")), adapter)
+    assert servable_on(ServingJudgeModel(str(tmp_path / "copy")), adapter)  # the same config
+    assert not servable_on(ServingJudgeModel(str(tmp_path / "large")), adapter)
+    assert not servable_on(ServingJudgeModel(str(tmp_path / "elsewhere")), adapter)
+    assert not servable_on(JudgeModel(), adapter)  # a model that serves no adapters
+    unnamed = tmp_path / "unnamed"
+    unnamed.mkdir()
+    (unnamed / "adapter_config.json").write_text("{}")
+    assert servable_on(ServingJudgeModel(str(tmp_path / "large")), unnamed)  # loading decides
 
 
 def test_the_scale_round_trips_through_the_version_tags(rt):
