@@ -68,6 +68,7 @@ class NightReport:
     trace_window: dict[str, str] = field(default_factory=dict)
     agent_optimized: bool = True  # False: the judge was untrusted, the schedule did not run
     judge_lora: JudgeLora | None = None  # the judge's LoRA step, after prompt alignment
+    production_note: str = ""  # production's adapter left out: tonight's model cannot serve it
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:

@@ -51,6 +51,7 @@ from flows.stage_clock import StageClock
 from flows.stage_tasks import optimizing, stage
 from infra.agents.contract import require_offline
 from infra.errors import is_transient
+from infra.lm.adapter_base import servable_on, trained_on
 from infra.settings import NightKnobs, Settings
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge, in_use_servable, same_scale
@@ -106,6 +107,7 @@ class Production:
     version: int | None  # the model version at alias "production"; None: none yet
     prompts: dict[str, str]  # its prompts, or the agent's seed prompts
     adapter: ServedAdapter | None = None  # its LoRA adapter, copied into the night's folder
+    note: str = ""  # why its adapter was left out: tonight's model cannot serve it
 
 
 @stage("read-production")
@@ -120,6 +122,14 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
     if version is None:
         return Production(None, prompts)
     folder = rt.registry.download_adapter(model, version, rt.run_dir(run_id) / "production")
+    if folder and not servable_on(rt.lm, folder):  # [lm] now names another model
+        note = (
+            f"Production v{version}'s adapter was trained on {trained_on(folder)}, which "
+            "tonight's model cannot serve: the night started from its prompts alone, and its "
+            "candidate was measured against them."
+        )
+        log.warning(note)
+        return Production(version, prompts, note=note)
     adapter = ServedAdapter(f"production-v{version}", str(folder)) if folder else None
     return Production(version, prompts, adapter)
 
@@ -400,6 +410,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         calls=night_calls(rt.call_tallies()),
         trace_window=trace_window(collected.window),
         agent_optimized=optimize_agent,
+        production_note=production.note,
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)

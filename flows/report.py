@@ -150,6 +150,8 @@ def notes(report: NightReport) -> list[str]:
             "and asked people for more labels. It runs the agent's steps again once a judge "
             'reaches the floor (judge.untrusted_night = "optimize" runs them regardless).'
         )
+    if report.production_note:
+        out.append(report.production_note)
     if report.evals["seed"].n == 0:
         out.append(
             "No held-out examples: set eval.heldout_path to a JSONL of requests with true "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from pathlib import Path
 
 from infra.lm import LM
@@ -47,31 +46,3 @@ class ServedJudgeAdapter:
 async def served(adapter: ServedJudgeAdapter | None) -> str | None:
     """The name a judge's calls pass the model: its adapter's, or None for the base model."""
     return None if adapter is None else await adapter.name()
-
-
-def trained_on(folder: str | Path) -> str | None:
-    """The base checkpoint a judge adapter was trained from, as its peft config names it
-    (None: a config that names none)."""
-    config = json.loads((Path(folder) / "adapter_config.json").read_text())
-    return config.get("base_model_name_or_path") or None
-
-
-def servable_on(lm: LM, folder: str | Path) -> bool:
-    """Whether `lm` can serve the adapter: it serves adapters, and judges with the base the
-    adapter was trained from (the same folder, or one whose config.json is the same), so a
-    night whose judge model changed does not load last night's adapter onto another model.
-    Where either side names no base there is nothing to contradict, and loading decides."""
-    if not hasattr(lm, "load_adapter"):
-        return False
-    base, trained = getattr(lm, "base_model_path", None), trained_on(folder)
-    if base is None or trained is None or Path(trained) == Path(base):
-        return True
-    config = _config(trained)
-    return config is not None and config == _config(base)
-
-
-def _config(checkpoint: str) -> dict | None:
-    try:
-        return json.loads((Path(checkpoint) / "config.json").read_text())
-    except (OSError, ValueError):  # not a local checkpoint folder: nothing to compare
-        return None

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from infra.lm import LM
+from infra.lm.adapter_base import servable_on, trained_on
 from infra.registry.mlflow_registry import Registry
 from infra.scales import ScoreScale
-from judges.adapter import servable_on, trained_on
 from judges.align import Alignment, fit_for
 from judges.gate import GateDecision, gate_judge
 from judges.injection import InjectionCheck

@@ -92,6 +92,12 @@ def test_each_step_and_its_decision_is_reported():
     assert "| held-out accuracy, production → candidate | 0.200 | 0.300 |" in text
 
 
+def test_production_s_adapter_left_out_is_said():
+    note = "Production v3's adapter was trained on /models/old, which tonight's model ..."
+    assert note in render_markdown(replace(report(0.5), production_note=note))
+    assert "Production v3" not in render_markdown(report(0.5))
+
+
 def test_untrusted_judge_and_dropped_adapter_are_said():
     text = render_markdown(report(0.05))
     assert "Judge not trusted" in text and "do not promote" in text

@@ -1,12 +1,13 @@
 """The night's stages on a Runtime built with fakes: a scripted LM and an in-memory source."""
 
+import json
 from datetime import UTC, datetime
 
 import pytest
 
 from flows import stages
 from flows.collect import in_heldout_slice
-from flows.nightly import collect_traces
+from flows.nightly import collect_traces, read_production
 from flows.runtime import Runtime
 from infra.scales import ScoreScale
 from infra.settings import Settings
@@ -143,6 +144,48 @@ def test_the_judge_model_is_lm_unless_set(tmp_path):
     rt = Runtime(Settings(state_dir=tmp_path, judge_lm=own), lm=fake)
     assert rt.judge_lm is not fake and rt.judge_lm.model == "big-judge"
     assert rt.judge_lm is rt.judge_lm  # built once
+
+
+class ProductionWithAdapter:
+    """A registry whose production v3 has prompts and an adapter trained on `base`."""
+
+    def __init__(self, folder, base: str):
+        folder.mkdir()
+        config = {"base_model_name_or_path": base}
+        (folder / "adapter_config.json").write_text(json.dumps(config))
+        self.folder = folder
+
+    def prompt_name(self, component):
+        return f"agent-{component}"
+
+    def prompt_at_alias(self, name, alias):
+        return f"{name} in production"
+
+    def get_alias(self, name, alias):
+        return 3
+
+    def download_adapter(self, name, version, dst):
+        return self.folder
+
+
+class ServingLM(ScriptedLM):
+    base_model_path = "/models/new"
+
+    async def load_adapter(self, name, path):
+        raise AssertionError("not loaded here")
+
+
+async def test_production_s_adapter_is_left_out_when_tonight_s_model_cannot_serve_it(tmp_path):
+    settings = Settings(state_dir=tmp_path / "state")
+    registry = ProductionWithAdapter(tmp_path / "old", base="/models/old")
+    rt = Runtime(settings, lm=ServingLM(), registry=registry, traces=MemorySource(night(2)))
+    production = await read_production.fn(rt, "n1")
+    assert production.version == 3 and production.adapter is None
+    assert production.prompts["instructions"] == "agent-instructions in production"
+    assert production.note.startswith("Production v3's adapter was trained on /models/old")
+    registry.folder = ProductionWithAdapter(tmp_path / "same", base="/models/new").folder
+    production = await read_production.fn(rt, "n2")
+    assert production.adapter.path == str(tmp_path / "same") and production.note == ""
 
 
 def test_held_out_examples_come_from_settings_a_dataset_or_with_the_traces(rt, tmp_path):

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from infra.lm.adapter_base import servable_on
 from infra.registry.mlflow_registry import Registry, RegistryError
 from infra.scales import ScoreScale
 from infra.settings import Settings
-from judges.adapter import servable_on
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
 from judges.judge import Judge
