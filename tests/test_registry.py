@@ -17,7 +17,7 @@ SECRET = "sk-test-never-logged-42"
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory) -> Settings:
     state = tmp_path_factory.mktemp("flywheel") / "state"  # not there yet: Registry creates it
-    return Settings(state_dir=state, lm={"api_key": SECRET})
+    return Settings(state_dir=state, lm={"api_key": SECRET}, judge_lm={"api_key": SECRET})
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +116,8 @@ def test_metrics_params_and_artifacts_read_back(registry):
 def test_secrets_never_reach_mlflow(registry, settings):
     params = mlflow_registry.safe_params(settings)
     assert params["lm.model"] == "smollm2-135m-instruct" and "lm.api_key" not in params
+    assert params["judge_lm.model"] == "smollm2-135m-instruct"
+    assert "judge_lm.api_key" not in params
     with registry.start_run("params") as run:
         registry.log_params(params)
         with pytest.raises(ValueError, match="lm.api_key"):
