@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     items = truncate_answers(load()[: args.max_items], args.max_answer_chars)
     split = split_by_question(items, args.heldout_fraction, args.split_seed, args.val_fraction)
     train, val, heldout = split
-    settings = Settings().lm  # FLYWHEEL_LM__MODEL_PATH or flywheel.toml name a larger judge
+    project = Settings()  # FLYWHEEL_JUDGE_LM__MODEL_PATH or flywheel.toml name a larger judge
+    settings = project.judge_lm or project.lm
     print(
         f"MT-Bench human preferences: {len(train)} train / {len(val)} val / {len(heldout)} "
         f"held-out items, split by question (split seed {args.split_seed}); every answer "
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
             minibatch=args.minibatch,
             workers=args.workers,
             judge_max_tokens=args.mlflow_judge_max_tokens,
+            model_path=settings.model_path,
         )
         mlflow = run_mlflow(
             train + val, heldout, SEED_PAIRWISE_PROMPTS["rubric"], mlflow_settings, log

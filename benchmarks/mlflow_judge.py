@@ -111,13 +111,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def served_model(port: int, log_path: Path, ready_timeout_s: float = 300.0) -> Iterator[str]:
-    """`flywheel serve-model` in a subprocess on 127.0.0.1:`port`; yields its /v1 base URL
-    once /v1/models answers, and stops the server on the way out."""
+def served_model(
+    port: int, log_path: Path, model_path: str = "", ready_timeout_s: float = 300.0
+) -> Iterator[str]:
+    """`flywheel serve-model` of `model_path` (empty: the embedded model) in a subprocess on
+    127.0.0.1:`port`; yields its /v1 base URL once /v1/models answers, and stops the server
+    on the way out."""
     cmd = [sys.executable, "-m", "flows.cli", "serve-model", "--host", "127.0.0.1"]
     base_url = f"http://127.0.0.1:{port}/v1"
+    env = os.environ | {"FLYWHEEL_LM__MODEL_PATH": model_path}  # the judge's model, served
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*cmd, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
         try:
             deadline = time.monotonic() + ready_timeout_s
             while True:
@@ -349,6 +355,7 @@ class MlflowSettings:
     minibatch: int  # dspy.GEPA reflection_minibatch_size
     workers: int  # dspy.GEPA num_threads, and held-out calls in flight
     judge_max_tokens: int  # the judge's reply budget on held-out calls
+    model_path: str = ""  # the checkpoint the server loads (empty: the embedded model)
 
 
 def run_mlflow(
@@ -375,7 +382,8 @@ def run_mlflow(
         try:
             with step("start `flywheel serve-model`"):
                 log_path = state / "server.log"
-                base_url = stack.enter_context(served_model(free_port(), log_path))
+                served = served_model(free_port(), log_path, settings.model_path)
+                base_url = stack.enter_context(served)
             log(f"... MLflow: local model served on {base_url} (log {log_path})")
             lap("server start")
             stack.enter_context(environment(local_environment(base_url, state)))

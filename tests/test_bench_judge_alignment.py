@@ -1,4 +1,4 @@
-"""The pure helpers of the judge-alignment benchmark: no model, no MLflow store."""
+"""The helpers of the judge-alignment benchmark: no model, no MLflow store."""
 
 import pytest
 
@@ -11,9 +11,11 @@ from benchmarks.judge_alignment import (
 from benchmarks.mlflow_judge import (
     OrderVerdicts,
     first_line,
+    free_port,
     judge_instructions,
     pair_fields,
     read_preference,
+    served_model,
     unswap,
 )
 from benchmarks.pairwise_scoring import Fit, agreement, heldout_agreement
@@ -119,3 +121,15 @@ def test_held_out_flips_are_read_with_the_fitted_lean_and_without():
     assert a.raw_flip is not None and a.raw_flip.value == 1.0  # each order picks the first
     assert a.flip.value == 0.0  # with the lean off, either order picks the preferred one
     assert a.accuracy.value == 1.0
+
+
+def test_the_served_model_is_the_judge_model_the_benchmark_reads(tmp_path):
+    """MLflow's arm judges with the same checkpoint as flywheel's: the server is started on
+    it (here a folder with no checkpoint, which the server names as it exits)."""
+    empty = tmp_path / "no-model"
+    empty.mkdir()
+    with pytest.raises(RuntimeError, match="the server exited"):
+        with served_model(free_port(), tmp_path / "server.log", str(empty)):
+            pass
+    said = (tmp_path / "server.log").read_text().replace("\n", "")  # wrapped by the console
+    assert f"model_path={empty} (of lm, judge_lm or reflection;" in said and "config.json" in said

@@ -50,7 +50,7 @@ def resolve_model_path(model_path: str = "") -> Path:
         path = Path(model_path).expanduser()
         if not (path / "config.json").exists():
             raise ModelNotFoundError(
-                f"model_path={model_path} ([lm], [judge_lm] or [reflection]; "
+                f"model_path={model_path} (of lm, judge_lm or reflection; "
                 "FLYWHEEL_LM__MODEL_PATH and the like) holds no config.json: point it at a "
                 "transformers checkpoint folder, or leave it empty for the embedded model."
             )
