@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from flows.environment import prepare_environment
 
@@ -55,7 +56,7 @@ def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
     trace = run_dir / "error.txt"
     trace.write_text("".join(traceback.format_exception(error)))
     console.print(
-        f"[red]flywheel: night {run_id} failed: {type(error).__name__}: {error}[/]\n"
+        f"[red]flywheel: night {run_id} failed: {type(error).__name__}: {escape(str(error))}[/]\n"
         f"Every finished stage is kept; `flywheel run --resume {run_id}` goes on from the "
         f"one that failed. The traceback is in {trace}."
     )
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UserFacingError as err:
-        console.print(f"[red]flywheel: {err}")
+        console.print(f"[red]flywheel: {escape(str(err))}")  # "[lm]" is text, not markup
         return 2
 
 

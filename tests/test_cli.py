@@ -11,6 +11,19 @@ def test_missing_model_is_one_sentence_not_a_traceback(tmp_path, monkeypatch, ca
     assert "holds no config.json" in err and "Traceback" not in err
 
 
+def test_square_brackets_in_an_error_are_text_not_markup(monkeypatch, capsys):
+    import flows.cli
+    from infra.errors import UserFacingError
+
+    def refuse(args):
+        raise UserFacingError("set [lm] model_path, or [judge_lm] for the judge")
+
+    monkeypatch.setattr(flows.cli, "_status", refuse)
+    assert main(["status"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "set [lm] model_path, or [judge_lm] for the judge" in err
+
+
 def test_missing_trace_export_is_explained(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("FLYWHEEL_TRACES__JSONL_DIR", str(tmp_path / "empty"))
