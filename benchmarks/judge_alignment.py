@@ -326,8 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     items = truncate_answers(load()[: args.max_items], args.max_answer_chars)
     split = split_by_question(items, args.heldout_fraction, args.split_seed, args.val_fraction)
     train, val, heldout = split
-    project = Settings()  # FLYWHEEL_JUDGE_LM__MODEL_PATH or flywheel.toml name a larger judge
-    settings = project.judge_lm or project.lm
+    settings = Settings().judge_model  # FLYWHEEL_JUDGE_LM__MODEL_PATH: a larger judge
     print(
         f"MT-Bench human preferences: {len(train)} train / {len(val)} val / {len(heldout)} "
         f"held-out items, split by question (split seed {args.split_seed}); every answer "

@@ -12,7 +12,6 @@ from infra.settings import Settings
 def judge_lm() -> AdapterLM:
     """The LM the settings name for the judge (environment, then `flywheel.toml`), printed
     so that every figure says which model gave it."""
-    settings = Settings()
-    lm = make_lm(settings.judge_lm or settings.lm)
+    lm = make_lm(Settings().judge_model)
     print(f"model: {lm.base_model_path}", flush=True)
     return lm

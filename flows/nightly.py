@@ -54,7 +54,7 @@ from infra.errors import is_transient
 from infra.lm.adapter_base import servable_on, trained_on
 from infra.settings import NightKnobs, Settings
 from judges.align import Alignment
-from judges.choose import JudgeGate, choose_judge, in_use_servable, same_scale
+from judges.choose import JudgeGate, choose_judge, not_comparable
 from judges.disagreements import disagreements
 from judges.feedback import (
     NightVerdicts,
@@ -170,9 +170,7 @@ async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> 
     cfg = rt.settings.judge
     folder = rt.run_dir(run_id) / "judge-production"
     in_use = production_judge(rt.registry, list(SEED_JUDGE_PROMPTS), folder)
-    if in_use is None or not same_scale(in_use.scale, collected.scale):
-        return None
-    if not in_use_servable(rt.judge_lm, in_use):
+    if in_use is None or not_comparable(rt.judge_lm, in_use, collected.scale):
         return None
     with StageProgress("judge watch", None):
         return await watch_judge(

@@ -496,6 +496,11 @@ class Settings(BaseSettings):
                 lm.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
         return self
 
+    @property
+    def judge_model(self) -> LMSettings:
+        """The model settings the judge runs on: `judge_lm`, else `lm`."""
+        return self.judge_lm or self.lm
+
     def knobs(self) -> NightKnobs:
         return NightKnobs(**{name: getattr(self, name) for name in NightKnobs.model_fields})
 

@@ -86,18 +86,8 @@ async def choose_judge(
     tonight = alignment.judge
     previous, note = None, ""
     stored = production_judge(registry, list(tonight.prompts), adapter_dir)
-    if stored is not None and not same_scale(stored.scale, tonight.scale):
-        note = (
-            f"; {stored.label} at {JUDGE_PRODUCTION} answers on a {stored.scale.describe()} "
-            f"scale, not tonight's {tonight.scale.describe()}, so it was not compared"
-        )
-        stored = None
-    if stored is not None and not in_use_servable(lm, stored):
-        note = (
-            f"; {stored.label} at {JUDGE_PRODUCTION} has an adapter trained on "
-            f"{trained_on(stored.adapter)}, not tonight's judge model, so it was not compared"
-        )
-        stored = None
+    if stored is not None and (why := not_comparable(lm, stored, tonight.scale)):
+        note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
     if stored is not None:
         report = await fit_for(stored.scale).agreement(
             lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter
@@ -153,10 +143,15 @@ def _comparable(score: float) -> float:
     return -math.inf if math.isnan(score) else score
 
 
-def in_use_servable(lm: LM, judge: Judge) -> bool:
-    """Whether tonight's judge model can run the judge in use: a rubric alone always, an
-    adapter only on the base it was trained from (a changed `judge_lm` cannot load it)."""
-    return judge.adapter is None or servable_on(lm, judge.adapter)
+def not_comparable(lm: LM, in_use: Judge, scale: ScoreScale) -> str:
+    """Why the judge in use cannot be measured on tonight's labels ("" when it can): it
+    answers on another scale, or its adapter was trained on another base than tonight's
+    judge model (a changed `judge_lm` cannot load it)."""
+    if not same_scale(in_use.scale, scale):
+        return f"answers on a {in_use.scale.describe()} scale, not tonight's {scale.describe()}"
+    if in_use.adapter is not None and not servable_on(lm, in_use.adapter):
+        return f"has an adapter trained on {trained_on(in_use.adapter)}, not tonight's judge model"
+    return ""
 
 
 def same_scale(a: ScoreScale, b: ScoreScale) -> bool:

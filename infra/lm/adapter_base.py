@@ -21,10 +21,10 @@ def trained_on(folder: str | Path) -> str | None:
 
 
 def servable_on(lm: LM, folder: str | Path) -> bool:
-    """Whether `lm` can serve the adapter: it serves adapters, and judges with the base the
+    """Whether `lm` can serve the adapter: it serves adapters, and runs on the base the
     adapter was trained from (the same folder, or one whose config.json is the same), so a
-    night whose judge model changed does not load last night's adapter onto another model.
-    Where either side names no base there is nothing to contradict, and loading decides."""
+    night whose model changed does not load last night's adapter onto another one. Where
+    either side names no base there is nothing to contradict, and loading decides."""
     if not hasattr(lm, "load_adapter"):
         return False
     base, trained = getattr(lm, "base_model_path", None), trained_on(folder)
