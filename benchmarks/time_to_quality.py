@@ -2,13 +2,13 @@
 
 Each engine's timeline holds (seconds, its own best candidate then), one point per pool
 entry; the referee's val score of each point's candidate makes the engines comparable.
-An engine's time to quality is the first point at the bar (A's final referee score).
-The floor of a seed is the earliest any engine held a candidate beyond the seed: every
-engine pays the seed's valset pass and one proposal's chain (minibatch, reflection,
-minibatch, valset pass) before its first candidate, and the floor is the fastest such
-chain measured. Where A reached the bar before twice the floor, "half of A's time" is out
-of reach in that seed for every engine run, however it schedules: the report counts
-those seeds.
+An engine's time to quality is the first point at the bar (A's final referee score). The
+floor of a seed is the earliest any engine held a candidate beyond the seed: every
+engine pays one proposal's chain (minibatch, reflection, minibatch, valset pass) before
+its first candidate, upstream after the seed's valset pass and gepa_opt beside it, and
+the floor is the fastest such chain measured. Where A reached the bar before twice the
+floor, "half of A's time" is out of reach in that seed for every engine run, however it
+schedules: the report counts those seeds.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Algorithm 1 of the GEPA paper, run as batched proposals without a global barrier.
 
 Proposals run in sibling groups (`GEPAConfig.proposal_shape` P x N: P groups, N children
-each): a group draws its parent and minibatch from the pool as it is when it starts, pays
-the parent's minibatch once, reflects N times, judges each child on the minibatch, sends
-its winners (`GEPAConfig.siblings`) to the valset, and the next group starts the moment
-one ends. All LM-bound calls share one pool of `max_concurrency` slots, minibatch and
-reflection work first (`_priority`); `in_flight.InFlightPolicy` decides whether slots
-that would still idle start more groups. A group starts only if its worst-case cost
-fits beside the work in flight, so the budget is never overshot.
+each): a group draws its parent and minibatch from the pool as it is when it starts,
+pays the parent's minibatch once, reflects N times, judges each child on the minibatch,
+sends its winners (`GEPAConfig.siblings`) to the valset, and the next group starts the
+moment one ends (the first groups beside the seed's valset pass: while the pool is empty
+they can only draw the seed). All LM-bound calls share one pool of `max_concurrency`
+slots, minibatch and reflection work first (`_priority`); `in_flight.InFlightPolicy`
+decides whether slots that would still idle start more groups. A group starts only if
+its worst-case cost fits beside the work in flight, so the budget is never overshot.
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ class GEPAEngine(Generic[DataInst]):
         # parent's digest -> its groups until they end (valset passes included)
         self._busy: Counter[str] = Counter()
         self._continued: list[Draw] = []  # winners whose next group is due (continue_winners)
+        # round-robin positions of parents not in the pool yet (the seed during its valset
+        # pass, a winner during its own), by digest: its first groups alternate components
+        self._waiting_cursors: dict[str, int] = {}
         self._wake = asyncio.Event()  # a group freed its place before its task ended
         # continued groups announce their proposals once their parent is admitted, the
         # finished ones with their rejections: in one piece, or the events would show
@@ -231,9 +235,8 @@ class GEPAEngine(Generic[DataInst]):
         if self._store is not None:
             self._journal = self._evaluator.journal = CallJournal(self._store.journal_path)
         try:
-            if not self._resume():
-                await self._add_seed()
-            stop = await self._schedule()
+            seed = None if self._resume() else self._start_seed()
+            stop = await self._schedule(seed)
         finally:
             if self._journal is not None:
                 self._journal.close()
@@ -257,30 +260,41 @@ class GEPAEngine(Generic[DataInst]):
             worker_utilization=self._workers.utilization(),
         )
 
-    async def _add_seed(self) -> None:
-        """Lines 2-3 of Algorithm 1: without the seed's val scores there is no pool."""
+    def _start_seed(self) -> asyncio.Task[list[ProposalRecord]]:
+        """Lines 2-3 of Algorithm 1, run beside the first groups: while the pool is empty
+        they can only draw the seed, so they start at once and wait for its index only to
+        join the pool (as a group continued from a winner waits for its parent's)."""
         if not self._budget.fits(len(self._val)):
             raise ValueError(
                 f"GEPAConfig.max_metric_calls={self._budget.max_metric_calls} cannot cover "
                 f"the seed's valset evaluation ({len(self._val)} examples)"
             )
-        reservation = self._budget.reserve(len(self._val))
+        reservation = self._budget.reserve(len(self._val))  # before any group's
+        self._seed_index = asyncio.get_running_loop().create_future()
+        return asyncio.create_task(self._add_seed(reservation))
+
+    async def _add_seed(self, reservation: Reservation) -> list[ProposalRecord]:
+        """Without the seed's val scores there is no pool: a failed pass ends the run."""
         try:
             val = await self._evaluate(self._seed, Split.VAL, self._val, reservation)
         except CallFailed as error:
             raise CallFailed(f"the seed's valset pass: {error}") from error
         finally:
             reservation.release()
-        self.state.add(self._seed, (), *self._val_results(val))
+        self._add_to_pool(self._seed, (), val)
         self._best_score = aggregate(self.state.val_scores[0])
+        self._seed_index.set_result(0)
         self._save()
         await self._update_frontier()
+        return []
 
-    async def _schedule(self) -> StopReason:
+    async def _schedule(self, seed: asyncio.Task[list[ProposalRecord]] | None) -> StopReason:
         """Keep the shape's P groups and the merges running, plus the extra groups the
         in-flight policy allows while slots would idle; start the next as soon as one
-        ends or a slot frees."""
+        ends or a slot frees. `seed`: the seed's valset pass, when it is still to run."""
         running: set[asyncio.Task[list[ProposalRecord] | MergeTried]] = set()
+        if seed is not None:
+            running.add(seed)
         pending: Draw | None = None  # drawn, but its worst case did not fit yet
         stop: StopReason | None = None
         try:
@@ -355,6 +369,8 @@ class GEPAEngine(Generic[DataInst]):
                 return draw
         if self._config.proposal_shape == "auto":
             self._set_shape(self._auto_shape())
+        if not self.state.candidates:  # the seed's valset pass is running: no front yet
+            return self._draw_from(self._seed, self._seed_index) if room == "core" else None
         frontier = self._frontier_scores()
         allowed = None
         if room == "extra":
@@ -419,8 +435,11 @@ class GEPAEngine(Generic[DataInst]):
                 iteration, components = resumed[k]
             hold = self._budget.reserve_reflections(len(components))
             plans.append(Plan(iteration, draw, components, self._budget.reserve(b), hold))
-        if draw.known and resumed is None:
-            self.state.component_cursor[draw.parent_idx] = cursor
+        if resumed is None:
+            if draw.known:
+                self.state.component_cursor[draw.parent_idx] = cursor
+            else:
+                self._waiting_cursors[candidate_digest(draw.parent)] = cursor
         self._occupy(draw, len(plans), +1)  # until the group frees its place (`_run_group`)
         self._busy[candidate_digest(draw.parent)] += 1  # until its task ends
         self._group_plans[plans[0].iteration] = plans
@@ -428,7 +447,18 @@ class GEPAEngine(Generic[DataInst]):
 
     def _cursor(self, draw: Draw) -> int:
         """Where the parent's round-robin over components resumes (0 for a new winner)."""
-        return self.state.component_cursor[draw.parent_idx] if draw.known else 0
+        if draw.known:
+            return self.state.component_cursor[draw.parent_idx]
+        return self._waiting_cursors.get(candidate_digest(draw.parent), 0)
+
+    def _add_to_pool(
+        self, candidate: Candidate, parents: tuple[int, ...], val: EvaluationBatch
+    ) -> int:
+        """Line 14's admission, with the round-robin position its first groups reached."""
+        index = self.state.add(candidate, parents, *self._val_results(val))
+        cursor = self._waiting_cursors.pop(candidate_digest(candidate), 0)
+        self.state.component_cursor[index] = cursor
+        return index
 
     def _occupy(self, draw: Draw, proposals: int, sign: int) -> None:
         """A group's place in the shape (freed early when it continues from a winner)."""
@@ -737,7 +767,7 @@ class GEPAEngine(Generic[DataInst]):
             await self._announce_rejection(trial, parent_idx)
         else:
             led = aggregate(self.state.val_scores[best_index(self.state.val_scores)])
-            trial.candidate_idx = self.state.add(child, (parent_idx,), *self._val_results(val))
+            trial.candidate_idx = self._add_to_pool(child, (parent_idx,), val)
             self.state.merges_due += 1
             self._admitted += 1
             self._leads += aggregate(self.state.val_scores[trial.candidate_idx]) > led
@@ -846,7 +876,7 @@ class GEPAEngine(Generic[DataInst]):
             prompt_tokens=spent.prompt_tokens,
             completion_tokens=spent.completion_tokens,
             cost_usd=spent.cost_usd,
-            best_score=self._best_score,
+            best_score=self._best_score if self.state.candidates else None,
             proposals_since_improvement=self._since_improvement,
         )
 

@@ -145,6 +145,22 @@ def val_starts(adapter: StartLog, digest: str) -> list[int]:
     return [k for k, (d, split) in enumerate(adapter.started) if (d, split) == (digest, "val")]
 
 
+async def test_the_first_group_starts_beside_the_seed_s_valset_pass() -> None:
+    adapter = SlowValset(delay_s=0.001)
+    config = GEPAConfig(max_metric_calls=80, proposal_shape="1x2", max_concurrency=2)
+    result, events, _ = await run(config, adapter)
+    seed = candidate_digest(result.candidates[0])
+    seed_train = [
+        k for k, (d, split) in enumerate(adapter.started) if (d, split) == (seed, "train")
+    ]
+    # the seed's first minibatch call went out while its valset pass was still being served
+    assert seed_train[0] < val_starts(adapter, seed)[-1]
+    assert result.candidates[0] == {"p": "Answer."} and result.parents[0] == ()
+    # yet no proposal was announced, nor any child admitted, before the seed joined the pool
+    started = [e for e in events if isinstance(e, ProposalStarted)]
+    assert started[0].parent_idx == 0 and len(result.candidates) > 1
+
+
 async def test_a_lineage_s_valset_passes_run_side_by_side_newest_first() -> None:
     adapter = SlowValset(delay_s=0.001)
     config = GEPAConfig(max_metric_calls=120, proposal_shape="1x2", max_concurrency=1)
