@@ -5,6 +5,8 @@ import asyncio
 import random
 from collections import Counter
 
+import pytest
+
 from gepa_opt import (
     EvaluationBatch,
     GEPAConfig,
@@ -16,6 +18,7 @@ from gepa_opt import (
     RejectReason,
     optimize,
 )
+from gepa_opt.journal import CallJournal
 from gepa_opt.types import candidate_digest
 from gepa_opt.workers import WorkerPool
 from tests.test_gepa_engine import (
@@ -159,6 +162,44 @@ async def test_the_first_group_starts_beside_the_seed_s_valset_pass() -> None:
     # yet no proposal was announced, nor any child admitted, before the seed joined the pool
     started = [e for e in events if isinstance(e, ProposalStarted)]
     assert started[0].parent_idx == 0 and len(result.candidates) > 1
+
+
+class Stopped(Exception):
+    """A stand-in for a kill: the run ends at this call, with its calls journaled."""
+
+
+class StopsAtMinibatchCall(SlowValset):
+    def __init__(self, n: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.n, self.minibatch_calls = n, 0
+
+    async def evaluate(self, batch, candidate, capture_traces=False):
+        if batch[0].split == "train":
+            self.minibatch_calls += 1
+            if self.minibatch_calls == self.n:
+                raise Stopped
+        return await super().evaluate(batch, candidate, capture_traces)
+
+
+async def test_a_run_stopped_before_the_seed_joined_the_pool_pays_nothing_twice(tmp_path):
+    config = GEPAConfig(
+        max_metric_calls=80, proposal_shape="1x2", max_concurrency=2, run_dir=str(tmp_path)
+    )
+    stopped = StopsAtMinibatchCall(3, delay_s=0.001)  # the parent's minibatch, the first group
+    with pytest.raises(Stopped):
+        await run(config, stopped)
+    seed = candidate_digest({"p": "Answer."})
+    assert len(val_starts(stopped, seed)) < 6  # the seed's pass was still out
+    assert not (tmp_path / "state.json").exists()  # and so nothing was saved but the journal
+    # the seed's answers the journal holds (its minibatch traces are no plain JSON: a
+    # resumed run pays those again, by design)
+    journaled = set(CallJournal(tmp_path / "calls.jsonl").replay(0).results)
+    seed_val = {k for k in journaled if k[1] == "val"}
+    resumed = StartLog(delay_s=0.001)
+    result, _, _ = await run(config, resumed)
+    assert seed_val and not seed_val & set(resumed.evaluated)
+    assert len(stopped.calls) + len(resumed.calls) <= result.metric_calls_used <= 80
+    assert len(result.candidates) > 1
 
 
 async def test_a_lineage_s_valset_passes_run_side_by_side_newest_first() -> None:
