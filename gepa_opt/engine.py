@@ -446,7 +446,8 @@ class GEPAEngine(Generic[DataInst]):
         return group, plans
 
     def _cursor(self, draw: Draw) -> int:
-        """Where the parent's round-robin over components resumes (0 for a new winner)."""
+        """Where the parent's round-robin over components resumes (0 for its first group;
+        groups drawn before it joined the pool carry their position over to it)."""
         if draw.known:
             return self.state.component_cursor[draw.parent_idx]
         return self._waiting_cursors.get(candidate_digest(draw.parent), 0)

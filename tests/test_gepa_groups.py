@@ -237,6 +237,19 @@ async def test_a_failed_group_tries_its_parent_again_before_that_parent_is_admit
     assert third_minibatch < val_starts(adapter, winner)[-1]
 
 
+async def test_a_winner_s_groups_before_its_admission_go_on_round_robin() -> None:
+    config = GEPAConfig(max_metric_calls=120, proposal_shape="1x1", max_concurrency=1)
+    result = await optimize(
+        {"p": "Answer.", "q": "Be brief."}, tasks("train", 12), tasks("val", 6),
+        SlowValset(delay_s=0.001), SecondGroupFails(), config, example_id=lambda t: t.id,
+    )  # fmt: skip
+    first, second, third = result.history[:3]
+    assert first.candidate_idx == 1 and second.parent_idx == third.parent_idx == 1
+    # the winner's second group was drawn before it joined the pool (it failed beside the
+    # winner's valset pass); it still takes the winner's next component, not the first again
+    assert (second.components, third.components) == (("p",), ("q",))
+
+
 async def test_extra_groups_take_idle_slots_only_from_free_front_parents() -> None:
     config = dict(max_metric_calls=150, proposal_shape="1x1", max_concurrency=6,
                   reflection_minibatch_size=2, continue_winners=False)  # fmt: skip
