@@ -17,6 +17,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
+from infra.lm.adapter_base import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from infra.registry.mlflow_registry import RegisteredPrompt, Registry, RegistryError
 from infra.scales import ScoreScale
 from judges.align import Alignment
@@ -112,9 +113,7 @@ def production_judge(
         where = (adapter_dir or Path(tempfile.mkdtemp())) / f"{first.name}-v{first.version}"
         local = where / ADAPTER_ARTIFACT
         # a night reads it twice (the watch, the gate): one download serves both
-        whole = all(
-            (local / f).is_file() for f in ("adapter_config.json", "adapter_model.safetensors")
-        )
+        whole = all((local / f).is_file() for f in (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
         adapter = str(local if whole else registry.download(uri, where))
     return Judge(
         prompts={c: v.template for c, v in found.items()},

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
+from infra.lm.adapter_base import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
 
 def adapter_files_ok(path: str | Path) -> bool:

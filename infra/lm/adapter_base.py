@@ -12,11 +12,15 @@ from pathlib import Path
 
 from infra.lm.protocol import LM
 
+# peft's names for an adapter's files
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
 
 def trained_on(folder: str | Path) -> str | None:
     """The base checkpoint an adapter was trained from, as its peft config names it
     (None: a config that names none)."""
-    config = json.loads((Path(folder) / "adapter_config.json").read_text())
+    config = json.loads((Path(folder) / ADAPTER_CONFIG).read_text())
     return config.get("base_model_name_or_path") or None
 
 
