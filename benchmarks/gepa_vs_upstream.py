@@ -521,6 +521,7 @@ class Bench:
             timeline=timeline,
             seed_val=seed_val,
             depth=lineage_depth(result.parents, result.best_idx),
+            admitted=list(result.val_aggregate_scores[1:]),
         )
         run.test = self.score(run.best_candidate, "test")
         run.ref_val = self.score(run.best_candidate, "val")
@@ -603,15 +604,29 @@ def parse_args() -> argparse.Namespace:
 
 
 def make_task(args: argparse.Namespace) -> tuple[BenchTask, Callable[[], None]]:
-    """The task, and what closes it (the demo task holds the local model)."""
+    """The task, and what closes it (the demo task holds the local model). The demo's
+    proposals are written by the night's reflection model where the settings give one
+    (`[reflection]`, `FLYWHEEL_REFLECTION__*`), else by the agent's local model."""
     sizes = {k: v for k, v in (("n_train", args.n_train), ("n_val", args.n_val)) if v}
     if args.task == "depth":
         return DepthTask(split_seed=args.split_seed, **sizes), lambda: None
     from benchmarks.intent_task import IntentTask
+    from infra.lm.factory import make_lm
     from infra.lm.local import LocalLM
+    from infra.settings import Settings
 
-    lm = LocalLM()
-    return IntentTask(lm, split_seed=args.split_seed, **sizes), lm.close
+    lm, reflection = LocalLM(), Settings().reflection
+    reflection_lm = None if reflection is None else make_lm(reflection)
+    if reflection is not None:
+        where = reflection.model if reflection.backend == "openai" else reflection.model_path
+        print(f"reflection model ({reflection.backend}): {where or 'the embedded one'}")
+
+    def close() -> None:
+        lm.close()
+        if isinstance(reflection_lm, LocalLM):  # a remote one holds no model to free
+            reflection_lm.close()
+
+    return IntentTask(lm, reflection_lm, split_seed=args.split_seed, **sizes), close
 
 
 def main() -> None:

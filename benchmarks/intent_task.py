@@ -5,8 +5,8 @@ example turns), on the requests of `infra/traces/demo_data/heldout.jsonl`, split
 `split_seed` into train / val / test (28 / 28 / 84 by default: 4 / 4 / 12 per intent). The
 metric needs no judge, so both libraries see exactly the same one: 1.0 if the first intent
 the reply names is the true intent, else 0.0, with feedback naming the right intent. The
-local model is both the agent and the reflection LM (200 tokens, temperature 0.7, a fresh
-sampling seed per call drawn from the run's seed).
+local model is the agent, and the reflection LM unless `reflection_lm` names another (200
+tokens, temperature 0.7, a fresh sampling seed per call drawn from the run's seed).
 
 The paper's meta-prompt is used for the instructions (both libraries ship the same text and
 record rendering). The example turns get their own template and records, given to both
@@ -128,6 +128,8 @@ class IntentTask:
     """The `gepa_vs_upstream` task interface over the demo agent and the local model."""
 
     lm: LM
+    reflection_lm: LM | None = None
+    """The model that writes proposals; None: the agent's own `lm`."""
     n_train: int = 28
     n_val: int = 28
     split_seed: int = 0
@@ -159,7 +161,7 @@ class IntentTask:
         async def reflect(prompt: str) -> str:
             nonlocal calls
             calls += 1
-            completion = await self.lm.complete(
+            completion = await (self.reflection_lm or self.lm).complete(
                 [{"role": "user", "content": prompt}],
                 max_tokens=self.settings.reflection_max_tokens,
                 temperature=0.7,

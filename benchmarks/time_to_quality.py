@@ -46,6 +46,9 @@ class Run:
     ttq_s: float | None = None
     depth: int = 0
     """Generations on the final best candidate's lineage (the longest, through merges)."""
+    admitted: list[float] = field(default_factory=list)
+    """The engine's own val score of each candidate it added to its pool after the seed:
+    one per valset pass that joined the pool, in the order they joined."""
 
     @property
     def overshoot(self) -> int:
@@ -174,6 +177,20 @@ def _sd(values: list[float]) -> float:
     return stdev(values) if len(values) > 1 else 0.0
 
 
+def admitted_line(engine: str, runs: list[Run]) -> str:
+    """How good the engine's valset passes were: of the candidates it admitted after the
+    seed, how many scored above the seed on val. Final scores are the best of a few such
+    passes, so two engines can end level while one's passes are mostly worse than the
+    seed; this reads the draws themselves."""
+    scores = [(score, run.seed_val) for run in runs for score in run.admitted]
+    above = sum(score > seed + EPS for score, seed in scores)
+    share = f"{above / len(scores):.2f}" if scores else "n/a"
+    return (
+        f"  {engine}: {len(scores)} admitted after the seed ({len(scores) / len(runs):.1f} per "
+        f"seed), {above} above the seed's val ({share})"
+    )
+
+
 def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
     print(f"\n== {setting}: time to quality, per seed (means over seeds where both reached) ==")
     engines = sorted({e for g in groups for e in g})
@@ -213,6 +230,9 @@ def report_setting(setting: str, groups: list[dict[str, Run]]) -> None:
             print(f"  {num}/{den} time to quality: {ttq[num] / ttq[den]:.2f}")
         else:
             print(f"  {num}/{den} time to quality: n/a ({num if ttq[num] is None else den} never)")
+    print(f"\n== {setting}: the candidates each engine admitted, all seeds ==")
+    for e in engines:
+        print(admitted_line(e, [g[e] for g in groups if e in g]))
 
 
 def report_saved(path: Path) -> None:

@@ -6,9 +6,10 @@ from dataclasses import asdict
 import pytest
 
 from benchmarks.gepa_vs_upstream import parse_variant, upstream_templates
-from benchmarks.intent_task import COMPONENT_TEMPLATES, Scored, reflective_dataset
+from benchmarks.intent_task import COMPONENT_TEMPLATES, IntentTask, Scored, reflective_dataset
 from benchmarks.time_to_quality import (
     Run,
+    admitted_line,
     floor_line,
     floor_s,
     lineage_depth,
@@ -20,6 +21,7 @@ from benchmarks.time_to_quality import (
 from gepa_opt.meta_prompt import build_reflection_prompt, check_template, render_records
 from infra.agents.intent_router import example_messages
 from infra.types import Example
+from tests.fakes import ScriptedLM
 
 
 def scored(request: str, intent: str) -> Scored:
@@ -100,6 +102,25 @@ def test_a_saved_run_reports_again_without_running(tmp_path, capsys):
     assert "quality bar 0.300 (bar = ref_val of A's final candidate)" in out
     assert "C/A time to quality: 0.40" in out  # per seed, and on the seed-averaged curve
     assert out.count("C/A time to quality: 0.40") == 2
+
+
+async def test_a_reflection_model_of_its_own_writes_the_demo_s_proposals():
+    agent, writer = ScriptedLM(lambda m: "weather"), ScriptedLM(lambda m: "```new turns```")
+    reflect = IntentTask(agent, writer).reflector(seed=3)
+    assert await reflect("the meta-prompt") == "```new turns```"
+    assert writer.calls == [[{"role": "user", "content": "the meta-prompt"}]] and not agent.calls
+    alone = ScriptedLM(lambda m: "mine")  # without one, the agent's model writes them
+    assert await IntentTask(alone).reflector(seed=3)("the meta-prompt") == "mine"
+
+
+def test_admitted_candidates_are_counted_against_their_own_seed_s_val():
+    # two engines can end on the same best score while one's other passes fell below it
+    first, second = run("D", 0.5, [(0.0, 0.2), (3.0, 0.5)]), run("D", 0.4, [(0.0, 0.4)])
+    first.admitted, second.admitted = [0.2, 0.1, 0.5], [0.4, 0.45]
+    line = admitted_line("D", [first, second])
+    assert "5 admitted after the seed (2.5 per seed), 2 above the seed's val (0.40)" in line
+    nothing = admitted_line("A", [run("A", 0.1, [(0.0, 0.1)])])
+    assert "0 admitted after the seed (0.0 per seed), 0 above the seed's val (n/a)" in nothing
 
 
 def test_the_floor_is_the_first_candidate_any_engine_held_and_bounds_every_ratio():
