@@ -615,9 +615,9 @@ def make_task(args: argparse.Namespace) -> tuple[BenchTask, Callable[[], None]]:
     from infra.lm.local import LocalLM
     from infra.settings import Settings
 
-    lm, reflection = LocalLM(), Settings().reflection
-    reflection_lm = None if reflection is None else make_lm(reflection)
+    lm, reflection, reflection_lm = LocalLM(), Settings().reflection, None
     if reflection is not None:
+        reflection_lm = make_lm(reflection)
         where = reflection.model if reflection.backend == "openai" else reflection.model_path
         print(f"reflection model ({reflection.backend}): {where or 'the embedded one'}")
 
