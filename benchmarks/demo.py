@@ -1,10 +1,14 @@
-"""The demo night's wall time and peak memory, stage by stage (`make bench-demo`).
+"""The demo night, measured (`make bench-demo`): wall time and peak memory stage by
+stage, and what the night achieved against the targets it is held to: the judge's
+held-out kappa with its interval and its injection flips, the candidate's held-out gain
+over production with its paired interval, and whether it was promoted.
 
 Runs the real nightly flow on the embedded defaults in a fresh state folder, samples
 the process's resident memory every 0.1 s, and attributes the peak to the stage whose
-interval the sample falls in.
+interval the sample falls in. `--nights 2` runs a second night on the same state folder
+(it starts from what the first promoted, as the next `make demo` would).
 
-    .venv/bin/python benchmarks/demo.py [--keep-state DIR] [--keep-free-heap]
+    .venv/bin/python benchmarks/demo.py [--nights N] [--keep-state DIR] [--keep-free-heap]
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def main() -> None:
         action="store_true",
         help="never hand freed heap back to the OS (`infra.lm.heap`): the night before it did",
     )
+    parser.add_argument("--nights", type=int, default=1, help="nights in a row (default 1)")
     args = parser.parse_args()
     if args.keep_free_heap:
         from infra.lm import heap
@@ -69,20 +74,46 @@ def main() -> None:
     from flows.report import print_summary
     from flows.runtime import Runtime
 
-    sampler = MemorySampler()
-    sampler.start()
-    start = time.time()
-    report = asyncio.run(nightly(run_id="bench", knobs=settings.knobs(), runtime=Runtime(settings)))
-    total = time.time() - start
-    sampler.stop()
-    print_summary(report)
+    rt = Runtime(settings)  # the second night reuses the loaded models: no second start-up
+    for night in range(1, args.nights + 1):
+        sampler = MemorySampler()
+        sampler.start()
+        start = time.time()
+        report = asyncio.run(nightly(run_id=f"bench{night}", knobs=settings.knobs(), runtime=rt))
+        total = time.time() - start
+        sampler.stop()
+        print_summary(report)
+        peak = sampler.peak(start, time.time()) / 2**20
+        print(f"\nnight {night}: {total:.1f} s wall, peak RSS {peak:.0f} MiB")
+        print(f"{'stage':<16}{'seconds':>9}{'peak RSS MiB':>14}")
+        for name, (begin, end) in report.stage_intervals.items():
+            print(f"{name:<16}{end - begin:>9.1f}{sampler.peak(begin, end) / 2**20:>14.0f}")
+        first = min(b for b, _ in report.stage_intervals.values())
+        print(f"{'(start-up)':<16}{first - start:>9.1f}")
+        for line in targets(report):
+            print(line)
 
-    peak = sampler.peak(start, time.time()) / 2**20
-    print(f"\ndemo night: {total:.1f} s wall, peak RSS {peak:.0f} MiB")
-    print(f"{'stage':<14}{'seconds':>9}{'peak RSS MiB':>14}")
-    for name, (begin, end) in report.stage_intervals.items():
-        print(f"{name:<14}{end - begin:>9.1f}{sampler.peak(begin, end) / 2**20:>14.0f}")
-    print(f"{'(start-up)':<14}{min(b for b, _ in report.stage_intervals.values()) - start:>9.1f}")
+
+def targets(report) -> list[str]:
+    """The figures the demo night is held to, with their intervals."""
+    used = report.gate.judge
+    k = used.heldout
+    out = [
+        f"judge: {used.label}, held-out kappa {k.get('kappa', float('nan')):.3f} "
+        f"[{k.get('kappa_low', float('nan')):.3f}, {k.get('kappa_high', float('nan')):.3f}], "
+        f"trusted {report.judge_trusted}"
+    ]
+    if report.gate.injection is not None:
+        out.append(f"injection flips: {report.gate.injection.share:.3f}")
+    decision = report.promotion
+    if decision is not None:
+        interval = "none" if decision.low is None else f"[{decision.low:.3f}, {decision.high:.3f}]"
+        moved = report.moved is not None and report.moved.action == "promoted"
+        out.append(
+            f"candidate: held-out gain {decision.gain:+.3f} {interval}, gate "
+            f"{'passed' if decision.passed else 'refused'}, promoted {moved}"
+        )
+    return out
 
 
 if __name__ == "__main__":

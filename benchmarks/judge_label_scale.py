@@ -9,7 +9,7 @@ what a trained judge fits) and 40% to validation, as the night splits its labels
 judge's cut is calibrated on both, the night's rule.
 
 Per size: the naming rule and resemblance (no LM, `judge_baselines`), the reward head
-reading 3 notes (`--reward-head`, `judge_reward_head`: minutes), and the night's judge, the
+reading 3 notes (`--reward-head`, `reward_trainer`: minutes), and the night's judge, the
 verdict-token LoRA judge with a memory on the router's rubric (`--lora`: about 22 minutes
 at 100 labels on 2 cores, growing with the labels).
 

@@ -36,7 +36,7 @@ adapter's on train and validation together, as the night does):
   prompt (when alignment kept the seed, it is the LoRA judge, and not trained twice).
 - **reward head** (`--reward-head`): a LoRA adapter with a scalar head instead of verdict
   tokens, trained by trl's `RewardTrainer` on passing-vs-failing pairs of the same labels
-  (`benchmarks/judge_reward_head.py`); read at the end of training, its cut calibrated on
+  (`benchmarks/reward_trainer.py`); read at the end of training, its cut calibrated on
   the training and validation labels. With `--head-memory K` it reads the notes on the K
   most alike training requests first, as the memory judge does.
 Before the arms it prints what judges with no LM agree at (`benchmarks/judge_baselines.py`):
@@ -84,7 +84,7 @@ from benchmarks.judge_baselines import (
     resemblance_baseline,
 )
 from benchmarks.judge_model import judge_lm
-from benchmarks.judge_reward_head import reward_pairs, train_reward_head
+from benchmarks.reward_trainer import reward_pairs, train_reward_head
 from flows.collect import collect
 from flows.stages import gepa_config
 from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter

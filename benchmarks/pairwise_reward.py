@@ -1,7 +1,7 @@
 """The MT-Bench benchmark's reward-model arm: a pairwise judge that never sees two answers
 side by side, so the position an answer is shown in cannot sway it.
 
-trl's `RewardTrainer` (`benchmarks.judge_reward_head`: a LoRA adapter and a scalar head,
+trl's `RewardTrainer` (`benchmarks.reward_trainer`: a LoRA adapter and a scalar head,
 Bradley-Terry loss; the night's judge LoRA settings) trains on each training item as
 (question, the answer the expert preferred) over (question, the other answer). Each answer
 is then scored on its own, and P(A better) = sigmoid(r_A - r_B). Swapping the answers gives
@@ -17,9 +17,9 @@ import math
 import time
 from collections.abc import Sequence
 
-from benchmarks.judge_reward_head import RewardHead, exchange, train_reward_head
 from benchmarks.pairwise_lora import LoraArm, Split
 from benchmarks.pairwise_scoring import fit_verdicts, heldout_agreement
+from benchmarks.reward_trainer import RewardHead, exchange, train_reward_head
 from infra.lm import LM
 from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings

@@ -36,19 +36,35 @@ class Collected:
     corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply
     # trace id -> when its label was last made or edited: which labels a judge never saw
     labelled_at: dict[str, datetime] = field(default_factory=dict)
+    # trace id -> what the agent was sent, as logged (its last generation's input)
+    chats: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    # trace id -> a correction the teacher wrote from the reviewer's comment and the judge
+    # passed (`flows.label_targets`); people's own corrections win over it
+    written: dict[str, str] = field(default_factory=dict)
 
     def human_replies(self) -> dict[str, list[tuple[str, float]]]:
         """Per trace of the night, the replies people judged, scored in [0, 1]: its reply
         as logged, 1 if they passed it and 0 if they failed it; a corrected reply 1, and
-        then the logged one 0 (they said what it should have been instead)."""
+        then the logged one 0 (they said what it should have been instead). A correction
+        the teacher wrote from their comment counts as theirs where they wrote none."""
         out: dict[str, list[tuple[str, float]]] = {}
         for item in self.items:
             if item.human_pass is not None and item.id in self.outputs:
                 out.setdefault(item.id, []).append((item.output_text, float(item.human_pass)))
-        for trace_id, text in self.corrections.items():
+        for trace_id, text in (self.written | self.corrections).items():
             replies = [r for r in out.get(trace_id, []) if r[0] != self.outputs[trace_id]]
             out[trace_id] = [*replies, (text, 1.0), (self.outputs[trace_id], 0.0)]
         return out
+
+    def reply_targets(self) -> dict[str, str]:
+        """Per labelled trace of the night, the reply it should have given: a person's
+        correction, else the teacher's from their comment, else the reply they passed."""
+        passed = {
+            item.id: self.outputs[item.id]
+            for item in self.items
+            if item.human_pass and item.id in self.outputs
+        }
+        return passed | self.written | self.corrections
 
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
@@ -82,6 +98,7 @@ def collect(
     skipped = list(batch.skipped)
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
+    chats: dict[str, list[dict[str, str]]] = {}
 
     def _example(trace: TraceRecord) -> Example | None:
         return _readable(agent, trace, skipped, max_text_chars)
@@ -92,6 +109,7 @@ def collect(
         if example is not None:
             examples[trace.trace_id] = example
             outputs[trace.trace_id] = trace.output_text
+            chats[trace.trace_id] = trace.messages
     if labels is None:
         by_id = {t.trace_id: t for t in traces if t.trace_id in examples}
         labels = [(a, by_id[a.trace_id]) for a in batch.annotations if a.trace_id in by_id]
@@ -148,6 +166,7 @@ def collect(
         labels_conflicting=conflicting,
         corrections=corrections,
         labelled_at={ann.trace_id: ann.timestamp for ann, _, _, _ in agreed},
+        chats=chats,
     )
 
 
@@ -219,6 +238,7 @@ def hold_out(collected: Collected, share: float) -> Collected:
         items=[i for i in collected.items if not in_heldout_slice(i.id, share)],
         heldout=[e for e in collected.examples if e.id in held],
         corrections={t: c for t, c in collected.corrections.items() if t not in held},
+        chats={t: c for t, c in collected.chats.items() if t not in held},
     )
 
 
@@ -274,6 +294,8 @@ def summarize(collected: Collected) -> dict[str, int]:
         "annotations_answered": collected.labels_answered,
         "annotations_conflicting": collected.labels_conflicting,
         "corrections": len(collected.corrections),  # corrected replies on tonight's traces
+        # corrections the teacher wrote from comments and the judge passed
+        "corrections_written": len(collected.written),
     }
     passes = [i.human_pass for i in collected.items if i.human_pass is not None]
     if passes:  # a pass/fail annotation

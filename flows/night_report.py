@@ -14,8 +14,10 @@ from flows.stages import Evaluation, PromptStage
 from infra.lm import StageCalls
 from judges.align import Alignment
 from judges.choose import JudgeGate
+from judges.judge_head import JudgeHead
 from judges.judge_lora import JudgeLora
 from judges.watch import Watch
+from weights.corrections import WrittenCorrections
 from weights.round import LoraRound
 
 
@@ -68,6 +70,9 @@ class NightReport:
     trace_window: dict[str, str] = field(default_factory=dict)
     agent_optimized: bool = True  # False: the judge was untrusted, the schedule did not run
     judge_lora: JudgeLora | None = None  # the judge's LoRA step, after prompt alignment
+    judge_head: JudgeHead | None = None  # the judge's reward-head step, after the LoRA step
+    # the teacher's corrections of commented failing replies (None: not written tonight)
+    corrections: WrittenCorrections | None = None
     production_note: str = ""  # production's adapter left out: tonight's model cannot serve it
 
     @property
@@ -88,12 +93,20 @@ class NightReport:
         out = trace_metrics(self.collected) | alignment_metrics(self.alignment)
         if self.judge_lora is not None:
             out |= judge_lora_metrics(self.judge_lora)
+        if self.judge_head is not None:
+            out |= judge_head_metrics(self.judge_head)
         if self.gate.watch is not None:
             out |= watch_metrics(self.gate.watch)
         if (check := self.gate.injection) is not None:
             out |= {
                 "judge_injection_judged_fail": float(check.judged_fail),
                 "judge_injection_flipped_share": check.share,
+            }
+        if (written := self.corrections) is not None:
+            out |= {
+                "corrections_written_asked": float(written.asked),
+                "corrections_written_kept": float(len(written.kept)),
+                "corrections_written_refused": float(written.refused),
             }
         out |= seconds_metrics(self.stage_intervals)
         for step in self.steps:
@@ -170,12 +183,32 @@ def judge_lora_metrics(step: JudgeLora) -> dict[str, float]:
     return out
 
 
+def judge_head_metrics(step: JudgeHead) -> dict[str, float]:
+    """The reward-head step (`judges.judge_head`): labels, validation kappa of the head and
+    of the judge it had to beat, kept or not, seconds."""
+    out = {
+        "judge_head_kept": float(bool(step.kept)),
+        "judge_head_labels": float(step.labels),
+        "judge_head_memory_notes": float(step.memory),
+        "judge_head_val_so_far": step.so_far_val,
+        "judge_head_seconds": step.seconds,
+    }
+    if step.val is not None:
+        out["judge_head_val"] = step.val
+    if step.strength is not None:
+        out["judge_head_strength"] = step.strength
+    return out
+
+
 def prompt_metrics(prompt: PromptStage, prefix: str) -> dict[str, float]:
     return {
         f"{prefix}_judge_unparseable_verdicts": float(prompt.judge_unparseable),
         f"{prefix}_refused_proposals": float(prompt.refused),
         f"{prefix}_metric_calls": prompt.metric_calls,
         f"{prefix}_reflection_calls": prompt.reflection_calls,
+        f"{prefix}_proposals": prompt.proposals,
+        f"{prefix}_proposals_differed": prompt.differed,
+        f"{prefix}_proposals_accepted": prompt.accepted,
         f"{prefix}_candidates": prompt.candidates,
         f"{prefix}_val_seed": prompt.seed_val,
         f"{prefix}_val_best": prompt.best_val,
@@ -210,7 +243,9 @@ def step_metrics(step: Step) -> dict[str, float]:
 
 
 def heldout_metrics(stage: str, ev: Evaluation) -> dict[str, float]:
-    out = {f"heldout_{stage}_judge_pass_rate": ev.judge_pass_rate}
+    out = {}
+    if ev.judge_pass_rate is not None:
+        out[f"heldout_{stage}_judge_pass_rate"] = ev.judge_pass_rate
     if ev.accuracy is not None:
         out[f"heldout_{stage}_accuracy"] = ev.accuracy
     return out

@@ -36,6 +36,7 @@ from flows.collect import (
 )
 from flows.failed_night import record_failed_night
 from flows.fast_slow import NightState, split_heldout
+from flows.label_targets import teacher_corrections
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
@@ -65,11 +66,13 @@ from judges.feedback import (
 )
 from judges.injection import injection_check
 from judges.judge import Judge
+from judges.judge_head import JudgeHead
 from judges.judge_lora import JudgeLora
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.scaled_metric import check_ranked
 from judges.versions import production_judge
 from judges.watch import Watch, watch_judge
+from weights.corrections import WrittenCorrections
 from weights.round import ServedAdapter
 
 log = logging.getLogger(__name__)
@@ -205,6 +208,16 @@ async def train_judge_adapter(
         )
 
 
+@stage("train-judge-head")
+async def train_judge_head(
+    rt: Runtime, run_id: str, alignment: Alignment, lora: JudgeLora, collected: Collected
+) -> tuple[Alignment, JudgeHead]:
+    with StageProgress("judge reward head", None):
+        return await stages.judge_head_stage(
+            rt, alignment, lora, collected.items, rt.run_dir(run_id) / "judge-head"
+        )
+
+
 @stage("gate-judge")
 async def gate_judge(
     rt: Runtime, run_id: str, alignment: Alignment, collected: Collected, watch: Watch | None
@@ -231,6 +244,16 @@ async def gate_judge(
             rt.settings.judge.max_injection_flips,
         )
     return replace(gate, watch=watch, injection=check)
+
+
+@stage("write-corrections")
+async def write_corrections(
+    rt: Runtime, run_id: str, collected: Collected, judge: Judge
+) -> WrittenCorrections:
+    """The teacher's corrections of the commented failing replies nobody corrected, kept
+    where tonight's judge passes them: weight steps train on them beside people's."""
+    with StageProgress("teacher corrections", None):
+        return await teacher_corrections(rt, collected, judge, rt.settings.corrections.max_tokens)
 
 
 @stage("register-versions")
@@ -367,6 +390,8 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
     work = train_judge_adapter(rt, run_id, aligned, collected)
     aligned, judge_lora = await clock.time("judge_lora", work)
+    work = train_judge_head(rt, run_id, aligned, judge_lora, collected)
+    aligned, judge_head = await clock.time("judge_head", work)
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected, watch))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
     heldout = rt.heldout_examples(collected.heldout)
@@ -380,9 +405,14 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     # production as it runs: its prompts with its adapter
     in_production = NightState(production.prompts, production.adapter)
     evals = {"seed": await held_out("seed", in_production)}
-    schedule = Schedule(rt, run_id, clock, collected, judge, selection, in_production)
     # GEPA and the LoRA round against an untrusted judge would optimize noise
     optimize_agent = gate.trusted or rt.settings.judge.untrusted_night == "optimize"
+    written = None
+    if optimize_agent and rt.settings.corrections.enabled:
+        work = write_corrections(rt, run_id, collected, judge)
+        written = await clock.time("corrections", work)
+        collected = replace(collected, written=written.kept)
+    schedule = Schedule(rt, run_id, clock, collected, judge, selection, in_production)
     steps = await schedule.run() if optimize_agent else []
     best = schedule.best
     unchanged = best == in_production
@@ -394,7 +424,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         collected=summarize(collected),
         alignment=aligned,
         judge_lora=judge_lora,
+        judge_head=judge_head,
         gate=gate,
+        corrections=written,
         steps=steps,
         prompts=best.prompts,
         evals=evals,

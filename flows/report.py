@@ -8,6 +8,7 @@ from rich.table import Table
 from flows.fast_slow import KIND_NAMES
 from flows.night_figures import prompt_diffs
 from flows.night_report import NightReport
+from flows.stages import PromptStage
 
 # The primary agreement statistics (`judges.metrics.primary_metric`), for people.
 STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
@@ -64,6 +65,7 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
                 _fmt(stage.seed_val),
                 _fmt(stage.best_val),
                 f"{stage.metric_calls} metric calls, {stage.candidates} candidates"
+                + _proposals(stage)
                 + _unreadable(stage.judge_unparseable)
                 + _refused(stage.refused),
             )
@@ -91,6 +93,16 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _proposals(stage: PromptStage) -> str:
+    """How many proposals were new texts, and how many of those joined the pool."""
+    if not stage.proposals:
+        return ""
+    return (
+        f"; {stage.differed} of {stage.proposals} proposals differed from their parent, "
+        f"{stage.accepted} accepted"
+    )
+
+
 def judge_lines(report: NightReport) -> list[str]:
     """The gate's decision, the judge the night ran on, and what went back to the source."""
     g, used = report.gate, report.gate.judge
@@ -104,6 +116,7 @@ def judge_lines(report: NightReport) -> list[str]:
         *([g.watch.line()] if g.watch else []),
         *([g.injection.line()] if g.injection else []),
         *judge_lora_lines(report),
+        *judge_head_lines(report),
         f"Judge gate {verdict}: {g.decision.reason}.",
         f"Judge version: registered {g.registered_label}; the night ran on {used.label} "
         f"(held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}, {used.cut}).",
@@ -121,14 +134,63 @@ def judge_lora_lines(report: NightReport) -> list[str]:
     if not step.records:
         return [f"Judge LoRA step: not run; {step.note}."]
     read = ", ".join(f"{name} {kappa:.3f}" for name, kappa in step.checkpoints.items())
-    kappa = report.alignment.judge.heldout_score
+    kappa = step.heldout.get("kappa", report.alignment.judge.heldout_score)
     parts = "rubric, adapter and memory" if step.memory else "rubric plus adapter"
     outcome = f"kept: the judge is {parts} (held-out κ {kappa:.3f})"
+    if report.judge_head is not None and report.judge_head.kept:
+        outcome = f"kept (held-out κ {kappa:.3f}), then replaced by the reward head below"
     shown = f" with {step.memory} reviewers' notes per exchange" if step.memory else ""
     return [
         f"Judge LoRA step: {step.records} records{shown}, {step.seconds:.0f} s of training; "
         f"validation κ per checkpoint {read} against the rubric alone's {step.rubric_val:.3f}; "
         f"{outcome if step.kept else step.note}."
+    ]
+
+
+def corrections_lines(report: NightReport) -> list[str]:
+    """What the weight steps learned from people's labels: their own corrections, and the
+    ones the teacher wrote from their comments."""
+    written, counts = report.corrections, report.collected
+    if written is None:
+        return []
+    lost = [
+        f"{n} {why}"
+        for n, why in (
+            (written.refused, "the judge failed"),
+            (written.empty, "empty or the reply itself"),
+            (written.failed, "calls failed"),
+        )
+        if n
+    ]
+    return [
+        f"Corrections: {counts.get('corrections', 0)} written by people; the teacher wrote "
+        f"{written.asked} from reviewers' comments and {len(written.kept)} passed the judge"
+        + (f" ({', '.join(lost)})" if lost else "")
+        + "."
+    ]
+
+
+def judge_head_lines(report: NightReport) -> list[str]:
+    """The judge's reward-head step: labels, its validation κ against the judge so far's,
+    kept or not, seconds."""
+    step = report.judge_head
+    if step is None:
+        return []
+    if step.val is None:
+        return [f"Judge head step: not run; {step.note}."]
+    shown = f", reading {step.memory} reviewers' notes per exchange" if step.memory else ""
+    if step.kept:
+        kappa = report.alignment.judge.heldout_score
+        outcome = (
+            f"kept: refitted on {step.labels} training and validation labels, the judge is "
+            f"rubric plus head (held-out κ {kappa:.3f})"
+        )
+    else:
+        outcome = step.note
+    return [
+        f"Judge head step: a head on the judge model's features{shown}, fitted on the "
+        f"training labels (C {step.strength:g}), {step.seconds:.0f} s; validation κ "
+        f"{step.val:.3f} against {step.so_far}'s {step.so_far_val:.3f}; {outcome}."
     ]
 
 
@@ -266,7 +328,7 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
     for row in summary_rows(report):
         table.add_row(*row)
     console.print(table)
-    for line in judge_lines(report):
+    for line in judge_lines(report) + corrections_lines(report):
         console.print(line, markup=False)
     for note in notes(report):
         console.print(note, style="yellow", markup=False)
@@ -298,7 +360,7 @@ def render_markdown(report: NightReport) -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
-    lines += [""] + judge_lines(report)
+    lines += [""] + judge_lines(report) + corrections_lines(report)
     lines += [""] + notes(report)
     if calls := call_table(report):
         lines += [

@@ -22,7 +22,7 @@ from infra.lm import LM, CallTally
 from infra.lm.factory import make_lm
 from infra.redaction import Redactor
 from infra.registry.mlflow_registry import Registry
-from infra.settings import NightKnobs, Settings
+from infra.settings import LMSettings, NightKnobs, Settings
 from infra.traces import TraceSource
 from infra.traces.factory import make_trace_source, production_prompts
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
@@ -74,7 +74,20 @@ class Runtime:
 
     @property
     def lm(self) -> LM:
-        return self._get("lm", lambda: make_lm(self.settings.lm))
+        return self._model("lm", self.settings.lm)
+
+    def _model(self, name: str, settings: LMSettings) -> LM:
+        """One engine per distinct model: a teacher that judges and reflects (both set to
+        the same settings) is loaded once and serves both."""
+        roles = {
+            "lm": self.settings.lm,
+            "judge_lm": self.settings.judge_lm,
+            "reflection_lm": self.settings.reflection,
+        }
+        for role, its in roles.items():
+            if role != name and role in self._objects and its == settings:
+                return self._objects.setdefault(name, self._objects[role])
+        return self._get(name, lambda: make_lm(settings))
 
     def call_tallies(self) -> list[CallTally]:
         """The fault counts of each distinct model the night has used (a backend that
@@ -85,10 +98,11 @@ class Runtime:
 
     @property
     def reflection_lm(self) -> LM:
-        """The model that writes proposals: its own endpoint when configured, else `lm`."""
-        if self.settings.reflection is None:
+        """The model that writes proposals and corrections: its own when configured (or
+        given), else `lm`."""
+        if self.settings.reflection is None and "reflection_lm" not in self._objects:
             return self.lm
-        return self._get("reflection_lm", lambda: make_lm(self.settings.reflection))
+        return self._model("reflection_lm", self.settings.reflection)
 
     @property
     def judge_lm(self) -> LM:
@@ -96,7 +110,7 @@ class Runtime:
         else `lm`."""
         if self.settings.judge_lm is None and "judge_lm" not in self._objects:
             return self.lm
-        return self._get("judge_lm", lambda: make_lm(self.settings.judge_lm))
+        return self._model("judge_lm", self.settings.judge_lm)
 
     @property
     def agent(self) -> Agent:

@@ -20,6 +20,7 @@ from flows.fast_slow import (
     StepDecision,
     decide_step,
     measured_on,
+    paired_gain,
     prompt_budget,
     selection_score,
     weight_budget,
@@ -61,6 +62,7 @@ async def optimize_prompts(
             adapter,
             rt.run_dir(run_id) / f"gepa-prompts-step{step}",
             cfg,
+            collected.reply_targets(),
         ),
     )
 
@@ -75,6 +77,7 @@ async def lora_round(
     judge: Judge,
     cfg: LoraSettings,
     front: Front | None,
+    selection: list[Example] | None = None,
 ) -> LoraRound:
     await served(rt, start.adapter)
     with StageProgress(f"step {step}: LoRA round ({cfg.method})", None):
@@ -89,6 +92,7 @@ async def lora_round(
             front,
             adapter_name(run_id, step),
             collected.human_replies(),
+            selection or None,
         )
 
 
@@ -136,6 +140,7 @@ class Schedule:
     selection: list[Example]  # the held-out slice that chooses between steps
     best: NightState  # the best state so far: production's until a step is kept
     best_score: float | None = None  # on the selection slice; None: none, steps read Pareto
+    best_selection: stages.Evaluation | None = None  # its per-example scores there
     on: str = measured_on(None)  # what the scores are measured on, for the report
     front: Front | None = None  # the last kept prompt step's Pareto front (FST)
     tasks: StepTasks = field(default_factory=StepTasks)
@@ -145,7 +150,7 @@ class Schedule:
         kinds = parse_schedule(cfg.schedule)
         if self.selection:
             start = await self._select(0, self.best)
-            self.best_score = selection_score(start)
+            self.best_score, self.best_selection = selection_score(start), start
             self.on = measured_on(start if self.best_score is not None else None)
         steps: list[Step] = []
         began = time.perf_counter()
@@ -183,8 +188,9 @@ class Schedule:
         front = self.front if self.rt.settings.fast_slow.fst else None
         start = self.best
         work = self.tasks.weights(
-            self.rt, self.run_id, index, self.collected, start, self.judge, cfg, front
-        )
+            self.rt, self.run_id, index, self.collected, start, self.judge, cfg, front,
+            self.selection,
+        )  # fmt: skip
         result = await self.clock.time(f"step{index}_lora", work)
         state = None
         if result.trained_path:
@@ -215,19 +221,22 @@ class Schedule:
         """Score the step's state where steps are chosen, and keep it if it is better.
         `pareto`: the step's start and result on its own Pareto set, read when there is
         no selection slice."""
-        start, selection = self.best, None
+        start, selection, gain = self.best, None, None
         if self.best_score is not None:
             before, after = self.best_score, None
             if state is not None:
                 selection = await self._select(index, state)
                 after = selection_score(selection)
+                if self.best_selection is not None:
+                    gain = paired_gain(self.best_selection, selection, self.rt.settings.seed)
         else:
             before, after = pareto[0], pareto[1] if state is not None else None
         min_gain = self.rt.settings.fast_slow.min_step_gain
-        decision = decide_step(before, after, self.on, min_gain, start.step, why_none)
+        decision = decide_step(before, after, self.on, min_gain, start.step, why_none, gain)
         if decision.kept and state is not None:
             self.best = state
             self.best_score = after if selection is not None else None
+            self.best_selection = selection
         prompts = dict(start.prompts)
         return Step(index, kind, start.step, decision, 0.0, prompts, selection=selection)
 

@@ -2,10 +2,13 @@
 
 Bring an `Adapter` (runs your system on examples, turns traces into feedback records) and
 a `ReflectionLM` (prompt in, text out); `optimize` evolves the seed's texts within a
-metric-call budget and returns the whole candidate pool.
+metric-call budget and returns the whole candidate pool. A component that holds few-shot
+demonstrations can be declared (`Demonstrations`): it is changed from a pool by the
+evidence, with no reflection call.
 """
 
 from gepa_opt.config import GEPAConfig
+from gepa_opt.demonstrations import Demo, Demonstrations, chars_over_four
 from gepa_opt.engine import GEPAEngine, optimize
 from gepa_opt.events import (
     BudgetUsed,
@@ -42,6 +45,8 @@ __all__ = [
     "ProposalShape",
     "LMUsage",
     "DEFAULT_REFLECTION_PROMPT",
+    "Demo",
+    "Demonstrations",
     "Adapter",
     "BudgetUsed",
     "CallFailed",
@@ -64,6 +69,7 @@ __all__ = [
     "ReflectionLM",
     "RejectReason",
     "StopReason",
+    "chars_over_four",
     "extract_proposal",
     "optimize",
 ]

@@ -120,10 +120,11 @@ def replay_journal(
     journal: CallJournal, offset: int, budget: Budget, cache: EvaluationCache
 ) -> dict[tuple[int, str], str]:
     """Apply the calls the journal logged from `offset` on to the budget and cache; return
-    the reflections among them, by (iteration, component)."""
+    the texts proposed among them (reflections and demonstrations), by (iteration,
+    component)."""
     replayed = journal.replay(offset)
     budget.metric_calls_used += replayed.paid
     budget.reflection_calls += len(replayed.reflections)  # made before the kill
     for key, evaluation in replayed.results.items():
         cache.put(*key, evaluation)
-    return replayed.reflections
+    return replayed.reflections | replayed.demonstrations

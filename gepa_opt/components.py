@@ -21,7 +21,9 @@ class ComponentSelector(Protocol):
 @dataclass(frozen=True)
 class RoundRobinSelector:
     """One component per proposal, cycling per candidate: each reflection stays focused
-    on one prompt, and a child starts its own cycle from the first component."""
+    on one prompt, and a child goes on with its parent's cycle from the component after
+    the one that made it (as upstream gepa), so every component gets its turns along a
+    lineage of winners."""
 
     def select(self, components: list[str], cursor: int) -> tuple[list[str], int]:
         return [components[cursor % len(components)]], (cursor + 1) % len(components)

@@ -7,7 +7,7 @@ from typing import Literal, get_args
 
 from gepa_opt.components import ModuleSelection
 from gepa_opt.in_flight import InFlight
-from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT, check_template
+from gepa_opt.meta_prompt import REFLECTION_TEMPLATES, ReflectionTemplate, check_template
 from gepa_opt.pareto import Frontier, Pruning
 from gepa_opt.selection import CandidateSelection
 from gepa_opt.shape import ProposalShape
@@ -49,8 +49,12 @@ class GEPAConfig:
     and the missing objective."""
 
     module_selection: ModuleSelection = "round_robin"
-    """"round_robin": one component per proposal, cycling per candidate; "all": every one;
-    "blamed": the one the parent's feedback blames (`Adapter.blame`), else round robin."""
+    """"round_robin": one component per proposal, cycling per candidate (a child goes on
+    from the component after the one that made it); "all": every one; "blamed": the one
+    the parent's feedback blames (`Adapter.blame`), else round robin. A demonstrations
+    component (`optimize(demonstrations=...)`) is drawn from its pool, with no reflection
+    call, on its round-robin turns (under "blamed" too: feedback hardly ever blames it)
+    and in every proposal under "all"."""
 
     seed: int = 0
     """Seeds parent selection and minibatch sampling: with a deterministic adapter and
@@ -131,8 +135,20 @@ class GEPAConfig:
     0.336 against 0.400), weak evidence since that task varies from run to run; and it
     is upstream's behaviour, sampling fewer, stronger parents."""
 
-    reflection_prompt_template: str = DEFAULT_REFLECTION_PROMPT
-    """Meta-prompt with "<curr_instructions>" and "<inputs_outputs_feedback>" placeholders."""
+    reflection_template: ReflectionTemplate = "paper"
+    """Which built-in meta-prompt reflection reads (`meta_prompt.py`): "paper" (the GEPA
+    paper's, upstream gepa's default) or "rewrite" (the component and the records as a
+    plain task, "Rewrite this instruction so that an assistant following it would have
+    given the expected output for each input below", answered with the text alone: the
+    night's default, `infra.settings.GEPASettings`). With the 1.5B teacher reflecting on 8
+    minibatches of the demo's traces (benchmarks/reflection_templates.py,
+    docs/benchmarks/2026-12-06-teacher-night.md), "rewrite"'s proposals averaged 0.276
+    held-out accuracy against "paper"'s 0.241 (seed 0.286): weak evidence, and neither is
+    a good reflector at that size."""
+
+    reflection_prompt_template: str | None = None
+    """A meta-prompt of your own, with "<curr_instructions>" and "<inputs_outputs_feedback>"
+    placeholders; it replaces `reflection_template`'s. None: the built-in one."""
 
     component_prompt_templates: dict[str, str] = field(default_factory=dict)
     """Per-component overrides of `reflection_prompt_template` (e.g. a rubric vs a prompt)."""
@@ -231,9 +247,18 @@ class GEPAConfig:
             ProposalShape.parse(self.proposal_shape)  # raises with the accepted form
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"GEPAConfig.epsilon must be in [0, 1], got {self.epsilon!r}")
-        check_template(self.reflection_prompt_template, "GEPAConfig.reflection_prompt_template")
+        if self.reflection_template not in get_args(ReflectionTemplate):
+            raise ValueError(
+                f"GEPAConfig.reflection_template must be one of {get_args(ReflectionTemplate)}, "
+                f"got {self.reflection_template!r}"
+            )
+        if self.reflection_prompt_template is not None:
+            check_template(self.reflection_prompt_template, "GEPAConfig.reflection_prompt_template")
         for component, template in self.component_prompt_templates.items():
             check_template(template, f"GEPAConfig.component_prompt_templates[{component!r}]")
 
     def template_for(self, component: str) -> str:
-        return self.component_prompt_templates.get(component, self.reflection_prompt_template)
+        """The meta-prompt `component` is reflected with: its own override, else the
+        run's own template, else the built-in one `reflection_template` names."""
+        default = self.reflection_prompt_template or REFLECTION_TEMPLATES[self.reflection_template]
+        return self.component_prompt_templates.get(component, default)

@@ -25,6 +25,8 @@ from gepa_opt.cache import EvaluationCache, Split
 from gepa_opt.checkpoint import GroupInFlight, Position, load_run, replay_journal, save_run
 from gepa_opt.components import BlamedSelector, make_component_selector
 from gepa_opt.config import GEPAConfig
+from gepa_opt.demo_proposal import DemoIndex, propose_demonstrations
+from gepa_opt.demonstrations import Demonstrations
 from gepa_opt.evaluator import Evaluator, Example
 from gepa_opt.events import (
     BudgetUsed,
@@ -42,7 +44,7 @@ from gepa_opt.events import (
 )
 from gepa_opt.group import Draw, ParentNotAdmitted, Plan, Trial
 from gepa_opt.in_flight import InFlightPolicy, Room
-from gepa_opt.inputs import check_objectives, check_seed, identify
+from gepa_opt.inputs import check_demonstrations, check_objectives, check_seed, identify
 from gepa_opt.journal import CallJournal
 from gepa_opt.merge import MergePlan, find_merge, merge_accepted, merge_subsample
 from gepa_opt.pareto import (
@@ -87,13 +89,16 @@ async def optimize(
     example_id: Callable[[DataInst], ExampleId] | None = None,
     on_event: EventHandler | Iterable[EventHandler] | None = None,
     usage: Callable[[], LMUsage] | None = None,
+    demonstrations: Demonstrations | None = None,
 ) -> GEPAResult:
     """Evolve `seed_candidate` with reflective mutation until the budget is spent.
 
     `trainset` feeds reflection minibatches; `valset` (D_pareto; the trainset when None,
     the paper's inference-time search mode) scores every accepted candidate. Example ids
     default to positions in their split; pass `example_id` for stable ids, which the
-    evaluation cache and per-instance scores are keyed on.
+    evaluation cache and per-instance scores are keyed on. `demonstrations`: a component
+    whose text is few-shot demonstrations drawn from a pool by the evidence, with no
+    reflection call (`gepa_opt.demonstrations`).
     """
     engine = GEPAEngine(
         seed_candidate,
@@ -105,6 +110,7 @@ async def optimize(
         example_id=example_id,
         on_event=on_event,
         usage=usage,
+        demonstrations=demonstrations,
     )
     return await engine.run()
 
@@ -122,14 +128,19 @@ class GEPAEngine(Generic[DataInst]):
         example_id: Callable[[DataInst], ExampleId] | None = None,
         on_event: EventHandler | Iterable[EventHandler] | None = None,
         usage: Callable[[], LMUsage] | None = None,
+        demonstrations: Demonstrations | None = None,
     ) -> None:
         check_seed(seed_candidate, config)
+        check_demonstrations(demonstrations, seed_candidate, config)
         self._usage = usage or LMUsage
         self._started = time.monotonic()
         self._best_score = float("-inf")
         self._since_improvement = 0
         self._seed = dict(seed_candidate)
         self._components = list(seed_candidate)
+        self._demos = None if demonstrations is None else DemoIndex(demonstrations)
+        # the components a reflection LM rewrites: all but the demonstrations
+        self._reflective = [c for c in self._components if c != self._demos_component]
         self._train = identify(trainset, example_id, "trainset")
         self._val = identify(valset, example_id, "valset")
         self._train_by_id = dict(self._train)
@@ -188,6 +199,10 @@ class GEPAEngine(Generic[DataInst]):
         self.state = GEPAState()
 
     @property
+    def _demos_component(self) -> str | None:
+        return None if self._demos is None else self._demos.demonstrations.component
+
+    @property
     def shape(self) -> ProposalShape:
         """The shape in use now ("auto" re-decides it as measurements come in)."""
         return self._shapes[-1]
@@ -222,13 +237,15 @@ class GEPAEngine(Generic[DataInst]):
             latency=latency,
             acceptance_rate=acceptance,
             lead_rate=self._lead_rate(),
-            reflections_per_proposal=self._reflections_per_child(),
+            reflections_per_proposal=max(1, self._reflections_per_child()),
         )
         return ProposalShape(parents, children)
 
     def _reflections_per_child(self) -> int:
-        """Reflection calls one proposal makes: one per component it rewrites."""
-        return 1 if self._config.module_selection == "round_robin" else len(self._components)
+        """Reflection calls one proposal makes at most: one per component it rewrites,
+        none for demonstrations."""
+        reflective = len(self._reflective)
+        return min(1, reflective) if self._config.module_selection == "round_robin" else reflective
 
     async def run(self) -> GEPAResult:
         started = self._started = time.monotonic()
@@ -419,13 +436,14 @@ class GEPAEngine(Generic[DataInst]):
         fit = (self._budget.remaining - parent_cost - len(self._val)) // b
         children = min(self.shape.children if resumed is None else len(resumed), fit)
         reflections = self._budget.reflections_left()
-        if reflections is not None and resumed is None:  # a resumed group was reserved for
-            children = min(children, reflections // self._reflections_per_child())
+        per_child = self._reflections_per_child()
+        if reflections is not None and resumed is None and per_child:  # a resumed group
+            children = min(children, reflections // per_child)  # was reserved for
         if children < 1:
             return None
         group = self._budget.reserve(parent_cost)
         cursor = self._cursor(draw)
-        plans = []
+        plans: list[Plan] = []
         for k in range(children):
             if resumed is None:
                 components, cursor = self._component_selector.select(self._components, cursor)
@@ -433,8 +451,11 @@ class GEPAEngine(Generic[DataInst]):
                 iteration = self.state.iteration
             else:
                 iteration, components = resumed[k]
-            hold = self._budget.reserve_reflections(len(components))
-            plans.append(Plan(iteration, draw, components, self._budget.reserve(b), hold))
+            reflective = sum(c in self._reflective for c in components)
+            hold = self._budget.reserve_reflections(reflective)
+            variant = sum(self._demos_component in plan.components for plan in plans)
+            reservation = self._budget.reserve(b)
+            plans.append(Plan(iteration, draw, components, reservation, hold, variant))
         if resumed is None:
             if draw.known:
                 self.state.component_cursor[draw.parent_idx] = cursor
@@ -446,11 +467,20 @@ class GEPAEngine(Generic[DataInst]):
         return group, plans
 
     def _cursor(self, draw: Draw) -> int:
-        """Where the parent's round-robin over components resumes (0 for its first group;
-        groups drawn before it joined the pool carry their position over to it)."""
+        """Where the parent's round-robin over components resumes: a winner goes on from
+        where its parent's proposal of it left off (`_next_cursor`), and its groups
+        drawn before it joined the pool carry their position over to it."""
         if draw.known:
             return self.state.component_cursor[draw.parent_idx]
         return self._waiting_cursors.get(candidate_digest(draw.parent), 0)
+
+    def _next_cursor(self, plan: Plan) -> int:
+        """Where a child of `plan` starts its round robin: at the component after the one
+        its parent's proposal changed, as upstream gepa does. Starting every child at the
+        first component would give the later ones no turn in a lineage of winners: a
+        demonstrations component after the instructions would never be proposed while
+        instruction rewrites kept winning."""
+        return (self._components.index(plan.components[-1]) + 1) % len(self._components)
 
     def _add_to_pool(
         self, candidate: Candidate, parents: tuple[int, ...], val: EvaluationBatch
@@ -499,6 +529,11 @@ class GEPAEngine(Generic[DataInst]):
                 trials = [task.result() for task in running]
             trials[0].paid += paid
             winners = self._winners(trials)
+            for trial in winners:
+                assert trial.child is not None
+                self._waiting_cursors.setdefault(
+                    candidate_digest(trial.child), self._next_cursor(trial.plan)
+                )
             for trial in trials:
                 if trial.reason is None and trial not in winners:
                     trial.reason = RejectReason.SIBLING_BETTER
@@ -644,9 +679,16 @@ class GEPAEngine(Generic[DataInst]):
             trial.reason = RejectReason.OUTPACED
             return trial
         proposed = {c: text for c, text in texts.items() if text}
-        changed = {c: t for c, t in proposed.items() if not self._refused(c, t, parent[c])}
+        new = {c: text for c, text in proposed.items() if text != parent[c]}
+        changed = {c: t for c, t in new.items() if not self._refused(c, t, parent[c])}
         if not changed:
-            trial.reason = RejectReason.REFUSED if proposed else RejectReason.EMPTY_PROPOSAL
+            trial.reason = (
+                RejectReason.REFUSED
+                if new
+                else RejectReason.UNCHANGED
+                if proposed
+                else RejectReason.EMPTY_PROPOSAL
+            )
             return trial
         trial.child, trial.changed = {**parent, **changed}, tuple(changed)
         if self.state.contains(trial.child):
@@ -695,44 +737,83 @@ class GEPAEngine(Generic[DataInst]):
         return None
 
     def _refused(self, component: str, text: str, current: str) -> bool:
-        """Whether a proposed text is no candidate (`gepa_opt.refusal`)."""
+        """Whether a proposed text is no candidate (`gepa_opt.refusal`). Demonstrations
+        come from their pool, not from the meta-prompt: only the adapter may refuse them."""
         template = self._config.template_for(component)
-        if self._config.refuse_meta_restatements and restates_meta_prompt(text, template, current):
+        restates = component != self._demos_component and restates_meta_prompt(
+            text, template, current
+        )
+        if self._config.refuse_meta_restatements and restates:
             return True
         refuses = getattr(self._adapter, "refuses", None)
         return refuses is not None and refuses(component, text, current) is not None
 
     async def _blamed(self, plan: Plan, parent_eval: EvaluationBatch) -> list[str] | None:
-        """The component the parent's feedback blames, where the selector asks for it."""
+        """The component the parent's feedback blames, where the selector asks for it;
+        not on the demonstrations component's round-robin turn, which it always gets: a
+        feedback names the module that failed, and hardly ever its demonstrations."""
         if not isinstance(self._component_selector, BlamedSelector):
+            return None
+        if self._demos_component in plan.components:
             return None
         blame = await self._adapter.blame(plan.draw.parent, parent_eval)
         return self._component_selector.blamed(self._components, blame)
 
     async def _reflect(self, plan: Plan, parent_eval: EvaluationBatch) -> dict[str, str]:
         """New texts for the plan's components: the journal's, when a killed run already
-        paid for them, else one reflection LM call each (journaled)."""
-        iteration, components = plan.iteration, plan.components
+        proposed them, else one reflection LM call each, and for a demonstrations
+        component the pool's pick (no call); journaled together once all are in."""
+        iteration = plan.iteration
         journaled = [key for key in self._reflections if key[0] == iteration]
-        if journaled:  # whichever components it reflected on (blame may have chosen)
+        if journaled:  # whichever components it proposed for (blame may have chosen)
             return {c: self._reflections.pop((i, c)) for i, c in journaled}
-        components = await self._blamed(plan, parent_eval) or components
-        texts = await propose_texts(
-            self._adapter,
-            self._reflection_lm,
-            plan.draw.parent,
-            parent_eval,
-            components,
-            self._config.template_for,
-            self._workers,
-            priority=_priority(iteration, Split.TRAIN),
-        )
+        components = await self._blamed(plan, parent_eval) or plan.components
+        reflective = [c for c in components if c in self._reflective]
+        texts = {}
+        if reflective:
+            texts = await propose_texts(
+                self._adapter,
+                self._reflection_lm,
+                plan.draw.parent,
+                parent_eval,
+                reflective,
+                self._config.template_for,
+                self._workers,
+                priority=_priority(iteration, Split.TRAIN),
+            )
+        demonstrated = {
+            c: self._demonstrate(plan, parent_eval) for c in components if c not in reflective
+        }
         if self._journal is not None:
             for component, text in texts.items():
                 self._journal.reflected(iteration, component, text)
-        plan.reflections.charge(len(components))
-        await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(components))
-        return texts
+            for component, text in demonstrated.items():
+                self._journal.demonstrated(iteration, component, text)
+        if reflective:
+            plan.reflections.charge(len(reflective))
+            await self._emit_budget(iteration, metric_calls=0, reflection_calls=len(reflective))
+        return {c: (texts | demonstrated)[c] for c in components}
+
+    def _demonstrate(self, plan: Plan, parent_eval: EvaluationBatch) -> str:
+        """The demonstrations component's next text, from the parent's minibatch scores
+        (`demo_proposal.py`); ties are broken by an RNG of the run's seed and the
+        proposal's iteration, so a resumed run proposes the same."""
+        assert self._demos is not None
+        demos = self._demos.demonstrations
+        minibatch = [
+            (demos.request_of(example), score)
+            for (_, example), score in zip(plan.draw.minibatch, parent_eval.scores, strict=True)
+        ]
+        perfect = self._config.perfect_score
+        rng = random.Random(f"gepa:{self._config.seed}:demonstrations:{plan.iteration}")
+        return propose_demonstrations(
+            self._demos,
+            plan.draw.parent[demos.component],
+            minibatch,
+            demos.passes or (lambda score: score >= perfect),
+            rng,
+            skip=plan.variant,
+        )
 
     async def _valset_pass(
         self, trial: Trial, valset: Reservation | None
@@ -852,6 +933,9 @@ class GEPAEngine(Generic[DataInst]):
                 if val is not None and not state.contains(plan.candidate):
                     parents = (plan.i, plan.j)
                     candidate_idx = state.add(plan.candidate, parents, *self._val_results(val))
+                    # on from the further of its parents' round robins, as upstream gepa
+                    cursors = state.component_cursor
+                    cursors[candidate_idx] = max(cursors[plan.i], cursors[plan.j])
             event = MergeTried(
                 iteration=iteration,
                 i=plan.i,

@@ -23,6 +23,10 @@ class RejectReason(StrEnum):
     """Every proposed text was refused (`gepa_opt.refusal`): it restates the reflection
     meta-prompt (`GEPAConfig.refuse_meta_restatements`), or the adapter refused it
     (`Adapter.refuses`). No metric call is spent on it."""
+    UNCHANGED = "unchanged"
+    """Every proposed text equals the parent's: a reflection that returned the component
+    as it was, or a demonstrations component with nothing to add for the minibatch's
+    failures and nothing over its budget (`Demonstrations`). No metric call is spent."""
     DUPLICATE = "duplicate"
     """The child's texts equal a candidate already in the pool."""
     NOT_IMPROVED = "not_improved"

@@ -55,6 +55,10 @@ class Plan:
     components: list[str]
     reservation: Reservation
     reflections: ReflectionHold
+    variant: int = 0
+    """Earlier children of its group that also change the demonstrations component
+    (`gepa_opt.demonstrations`): this one passes over as many best matches per failure,
+    or siblings would all propose the same child."""
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gepa_opt.config import GEPAConfig
+from gepa_opt.demonstrations import Demonstrations
 from gepa_opt.evaluator import Example
 from gepa_opt.types import Candidate, DataInst, ExampleId
 
@@ -69,4 +70,22 @@ def check_seed(seed: Candidate, config: GEPAConfig) -> None:
         raise ValueError(
             f"GEPAConfig.component_prompt_templates names unknown components {unknown}; "
             f"the seed has {list(seed)}"
+        )
+
+
+def check_demonstrations(
+    demonstrations: Demonstrations | None, seed: Candidate, config: GEPAConfig
+) -> None:
+    """A demonstrations component must be one of the seed's, and is never reflected on."""
+    if demonstrations is None:
+        return
+    if demonstrations.component not in seed:
+        raise ValueError(
+            f"Demonstrations.component {demonstrations.component!r} is not a component of "
+            f"the seed; the seed has {list(seed)}"
+        )
+    if demonstrations.component in config.component_prompt_templates:
+        raise ValueError(
+            f"GEPAConfig.component_prompt_templates[{demonstrations.component!r}]: that "
+            "component holds demonstrations, drawn from their pool without reflection"
         )

@@ -6,6 +6,7 @@ lands, every reflection's text, so a run killed at any moment resumes within its
   {"done": key, "entry": {...}}       its result (score; output and trajectory if JSON)
   {"failed": key}                     every try failed (`CallFailed`): its charge comes back
   {"reflected": [iteration, component], "text": "..."}
+  {"demonstrated": [iteration, component], "text": "..."}   drawn from the pool, no LM call
 A line reaches the operating system when written, so a SIGKILL loses none of it (only a
 power cut could, which `RunStore`'s fsynced snapshots cover up to the last save). The
 snapshot records the journal's length when it was taken; a resumed run counts the calls
@@ -33,6 +34,9 @@ class Replayed:
     paid: int = 0
     results: dict[CacheKey, CachedEvaluation] = field(default_factory=dict)
     reflections: dict[tuple[int, str], str] = field(default_factory=dict)
+    demonstrations: dict[tuple[int, str], str] = field(default_factory=dict)
+    """Texts of demonstrations components (`gepa_opt.demonstrations`): proposed like a
+    reflection's, but no reflection call was made for them."""
 
 
 class CallJournal:
@@ -58,6 +62,9 @@ class CallJournal:
     def reflected(self, iteration: int, component: str, text: str) -> None:
         self._write([{"reflected": [iteration, component], "text": text}])
 
+    def demonstrated(self, iteration: int, component: str, text: str) -> None:
+        self._write([{"demonstrated": [iteration, component], "text": text}])
+
     def _write(self, lines: list[dict[str, Any]]) -> None:
         self._file.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
         self._file.flush()  # to the OS: survives the process being killed
@@ -82,6 +89,9 @@ class CallJournal:
                     replayed.paid -= 1
                 elif "done" in line:
                     replayed.results[decode_key(line["done"])] = decode_entry(line["entry"])
+                elif "demonstrated" in line:
+                    iteration, component = line["demonstrated"]
+                    replayed.demonstrations[(iteration, component)] = line["text"]
                 else:
                     iteration, component = line["reflected"]
                     replayed.reflections[(iteration, component)] = line["text"]

@@ -1,9 +1,10 @@
-"""The reflection meta-prompt of the GEPA paper (§3.2), and how records are rendered into it."""
+"""The reflection meta-prompts (the GEPA paper's, §3.2, and a plain rewrite task for small
+reflection models), and how records are rendered into them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 CURRENT_INSTRUCTIONS = "<curr_instructions>"
 EXAMPLES = "<inputs_outputs_feedback>"
@@ -25,6 +26,27 @@ Read the inputs carefully and identify the input format and infer detailed task 
 Read all the assistant responses and the corresponding feedback. Identify all niche and domain specific factual information about the task and include it in the instruction, as a lot of it may not be available to the assistant in the future. The assistant may have utilized a generalizable strategy to solve the task, if so, include that in the instruction as well.
 
 Provide the new instructions within ``` blocks."""  # noqa: E501
+
+# A plain task for small reflection models. Given the paper's template, the 1.5B teacher
+# mostly copied the first fenced block it had read (the current instruction) or wrote
+# none; asked plainly, it rewrites. It speaks of "inputs", "outputs" and "feedback" (the
+# records' own headings), so it serves an agent's prompt and a judge's rubric alike.
+REWRITE_REFLECTION_PROMPT = f"""Rewrite this instruction so that an assistant following it would have given the expected output for each input below.
+
+Instruction:
+{CURRENT_INSTRUCTIONS}
+
+Inputs, the outputs the assistant gave, and feedback on each (whether it was right, and if not, what was expected):
+
+{EXAMPLES}
+
+Reply with the rewritten instruction only. Keep its task and the form of its output, and add what the assistant needed to know to tell such inputs apart: in general, not about these inputs one by one."""  # noqa: E501
+
+ReflectionTemplate = Literal["paper", "rewrite"]
+REFLECTION_TEMPLATES: dict[str, str] = {
+    "paper": DEFAULT_REFLECTION_PROMPT,
+    "rewrite": REWRITE_REFLECTION_PROMPT,
+}
 
 
 def check_template(template: str, where: str) -> None:

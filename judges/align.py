@@ -59,9 +59,10 @@ class ScaleFit(Protocol):
         items: list[JudgedItem],
         seed: int,
         adapter: str | None = None,
+        head: str | None = None,
     ) -> dict[str, float]:
-        """`agreement_report` of the judge on `items`, read with its LoRA `adapter` (a
-        folder; pass/fail judges only)."""
+        """`agreement_report` of the judge on `items`, read with its LoRA `adapter` or its
+        reward `head` (folders; pass/fail judges only)."""
 
 
 def fit_for(scale: ScoreScale) -> ScaleFit:
@@ -113,35 +114,48 @@ async def align(
     train: list[JudgedItem],
     val: list[JudgedItem],
     heldout: list[JudgedItem],
-    config: GEPAConfig,
+    config: GEPAConfig | None,
     reflection_lm: Callable[[str], Awaitable[str]],
     on_event: Callable[[Any], None] | None = None,
     floor: float = -math.inf,
+    seed: int = 0,
 ) -> Alignment:
+    """GEPA on the rubric under `config`, then the seed and the best fitted and measured;
+    `config` None searches nothing: the seed rubric is fitted and measured alone."""
     fit = fit_for(scale)
     fit.check(train + val + heldout)  # before any budget is spent
     adapter = fit.adapter(lm, train + val)
-    result = await optimize(
-        seed_prompts,
-        train,
-        val,
-        adapter,
-        reflection_lm,
-        config,
-        example_id=lambda item: item.id,
-        on_event=on_event,
-    )
-    best = dict(result.best_candidate)
-    (seed_cut, seed_val), (best_cut, best_val) = await asyncio.gather(
-        fit.fit(lm, seed_prompts, train, val, config.seed),
-        fit.fit(lm, best, train, val, config.seed),
-    )
+    best, used, refused = dict(seed_prompts), 0, 0
+    if config is not None:
+        seed = config.seed
+        result = await optimize(
+            seed_prompts,
+            train,
+            val,
+            adapter,
+            reflection_lm,
+            config,
+            example_id=lambda item: item.id,
+            on_event=on_event,
+        )
+        best, used = dict(result.best_candidate), result.metric_calls_used
+        refused = result.rejections.get(RejectReason.REFUSED, 0)
+    seed_fitted = fit.fit(lm, seed_prompts, train, val, seed)
+    if best == seed_prompts:  # one reading of the judge, not two of the same prompts
+        (seed_cut, seed_val) = (best_cut, best_val) = await seed_fitted
+    else:
+        (seed_cut, seed_val), (best_cut, best_val) = await asyncio.gather(
+            seed_fitted, fit.fit(lm, best, train, val, seed)
+        )
     kept_seed = best != seed_prompts and not (beats(best_val, seed_val) and best_val >= floor)
     chosen, cut = (seed_prompts, seed_cut) if kept_seed else (best, best_cut)
-    seed_report, chosen_report = await asyncio.gather(
-        fit.agreement(lm, seed_prompts, seed_cut, heldout, config.seed),
-        fit.agreement(lm, chosen, cut, heldout, config.seed),
-    )
+    seed_measured = fit.agreement(lm, seed_prompts, seed_cut, heldout, seed)
+    if chosen == seed_prompts:
+        seed_report = chosen_report = await seed_measured
+    else:
+        seed_report, chosen_report = await asyncio.gather(
+            seed_measured, fit.agreement(lm, chosen, cut, heldout, seed)
+        )
     return Alignment(
         judge=Judge(dict(chosen), scale, cut, heldout=chosen_report),
         seed=Judge(dict(seed_prompts), scale, seed_cut, heldout=seed_report),
@@ -149,9 +163,9 @@ async def align(
         seed_val_score=seed_val,
         kept_seed=kept_seed,
         searched=best,
-        metric_calls=result.metric_calls_used,
+        metric_calls=used,
         sizes={"train": len(train), "val": len(val), "heldout": len(heldout)},
         unparseable=adapter.unparseable,
-        refused=result.rejections.get(RejectReason.REFUSED, 0),
+        refused=refused,
         floor=floor,
     )

@@ -21,12 +21,15 @@ from judges.align import Alignment, fit_for
 from judges.gate import GateDecision, gate_judge
 from judges.injection import InjectionCheck
 from judges.judge import Judge, version_label
+from judges.reward_head import RewardHead, not_applicable
 from judges.types import JudgedItem, LabelWindow
 from judges.versions import (
     ADAPTER_TAG,
+    HEAD_TAG,
     JUDGE_PRODUCTION,
     judge_tags,
     log_judge_adapter,
+    log_judge_head,
     production_judge,
     register_judge,
 )
@@ -80,9 +83,10 @@ async def choose_judge(
     min_labels: int = 0,
     adapter_dir: Path | None = None,
 ) -> JudgeGate:
-    """Gate tonight's judge (rubric, and adapter if it has one) against the one in use
-    on `heldout` (the items it was measured on), register it, and return the judge the
-    night runs on; the one in use reads its adapter from under `adapter_dir`."""
+    """Gate tonight's judge (rubric, and adapter or reward head if it has one) against the
+    one in use on `heldout` (the items it was measured on), register it, and return the
+    judge the night runs on; the one in use reads its adapter or head from under
+    `adapter_dir`."""
     tonight = alignment.judge
     previous, note = None, ""
     stored = production_judge(registry, list(tonight.prompts), adapter_dir)
@@ -90,7 +94,7 @@ async def choose_judge(
         note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
     if stored is not None:
         report = await fit_for(stored.scale).agreement(
-            lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter
+            lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head
         )
         previous = replace(stored, heldout=report)
     decision = gate_judge(
@@ -112,6 +116,8 @@ async def choose_judge(
     tags = judge_tags(run_id, alignment, window, decision)
     if tonight.adapter is not None:
         tags[ADAPTER_TAG] = log_judge_adapter(registry, run_id, tonight.adapter)
+    if tonight.head is not None:
+        tags[HEAD_TAG] = log_judge_head(registry, run_id, tonight.head)
     registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed)
     new = replace(tonight, versions=registered)
     chosen = previous if decision.keeps_in_use and previous is not None else new
@@ -145,12 +151,15 @@ def _comparable(score: float) -> float:
 
 def not_comparable(lm: LM, in_use: Judge, scale: ScoreScale) -> str:
     """Why the judge in use cannot be measured on tonight's labels ("" when it can): it
-    answers on another scale, or its adapter was trained on another base than tonight's
-    judge model (a changed `judge_lm` cannot load it)."""
+    answers on another scale, its adapter was trained on another base than tonight's
+    judge model (a changed `judge_lm` cannot load it), or its reward head was read on
+    another judge model (its features mean nothing to the head)."""
     if not same_scale(in_use.scale, scale):
         return f"answers on a {in_use.scale.describe()} scale, not tonight's {scale.describe()}"
     if in_use.adapter is not None and not servable_on(lm, in_use.adapter):
         return f"has an adapter trained on {trained_on(in_use.adapter)}, not tonight's judge model"
+    if in_use.head is not None and (why := not_applicable(lm, RewardHead.load(in_use.head))):
+        return f"has a reward head that {why}"
     return ""
 
 

@@ -31,9 +31,21 @@ class Judge:
     # The folder of its LoRA adapter (`judges.judge_lora`; pass/fail only): the version
     # is rubric plus adapter. Served on demand beside the agent's (`judges.adapter`).
     adapter: str | None = None
+    # The folder of its reward head (`judges.judge_head`; pass/fail only): P(pass) read
+    # from the judge model's features, not its verdict; the version is rubric plus head.
+    head: str | None = None
     # When the labels it learned from were fetched (a registered version's): labels made
     # after it are new to it, and watching its agreement on them shows drift.
     made_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.head is not None and self.adapter is not None:
+            raise ValueError(
+                f"a judge reads a LoRA adapter's verdict or a reward head on the base model's "
+                f"features, not both (adapter {self.adapter}, head {self.head})"
+            )
+        if self.head is not None and self.scale.kind != "boolean":
+            raise ValueError(f"a reward head judges pass/fail, not a {self.scale.describe()} scale")
 
     @property
     def primary(self) -> str:
@@ -58,11 +70,16 @@ class Judge:
 
     def metric(self, lm: LM, rationale_max_tokens: int = 48) -> PointwiseJudge | ScaledMetric:
         """The judge as a metric of replies: a score in [0, 1] (P(pass) for pass/fail,
-        else its verdict placed on the scale's order), a pass at `threshold`, and a
-        one-sentence rationale on demand."""
+        from its head when it has one, else its verdict placed on the scale's order), a
+        pass at `threshold`, and a one-sentence rationale on demand (always generated)."""
         if self.scale.kind == "boolean":
             return PointwiseJudge(
-                lm, self.prompts, self.threshold, rationale_max_tokens, adapter=self.adapter
+                lm,
+                self.prompts,
+                self.threshold,
+                rationale_max_tokens,
+                adapter=self.adapter,
+                head=self.head,
             )
         return ScaledMetric(ScaledJudge(lm, self.prompts, self.scale), rationale_max_tokens)
 

@@ -50,10 +50,16 @@ class JudgeLora:
     seconds: float = 0.0  # training
     memory: int = 0  # reviewers' notes in the judge's prompt per exchange (`judges.memory`)
     note: str = ""  # why it did not run, or was not kept
+    heldout: dict[str, float] = field(default_factory=dict)  # the kept judge's, as measured
 
     @property
     def best_val(self) -> float | None:
         return max(self.checkpoints.values(), default=None)
+
+    @property
+    def kept_val(self) -> float | None:
+        """The kept checkpoint's validation kappa (None: none was kept)."""
+        return None if self.kept is None else self.checkpoints[Path(self.kept).name]
 
 
 async def judge_lora_step(
@@ -111,6 +117,6 @@ async def judge_lora_step(
         return alignment, step
     _, cut, folder = best
     report = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, str(folder))
-    step.kept = str(folder)
+    step.kept, step.heldout = str(folder), report
     tuned = replace(judge, threshold=cut, heldout=report, adapter=str(folder))  # notes inside
     return replace(alignment, judge=tuned), step

@@ -118,9 +118,11 @@ async def heldout_agreement(
     items: list[JudgedItem],
     seed: int,
     adapter: str | None = None,
+    head: str | None = None,
 ) -> dict[str, float]:
-    """Agreement over the items whose judging call succeeded; "failed" counts the rest."""
-    judge = PointwiseJudge(lm, prompts, adapter=adapter)
+    """Agreement over the items whose judging call succeeded; "failed" counts the rest;
+    read with the judge's LoRA `adapter` or reward `head` (folders) if it has one."""
+    judge = PointwiseJudge(lm, prompts, adapter=adapter, head=head)
     judged, probs = answered(items, await judge.p_pass_many(items))
     report = agreement_report([p >= threshold for p in probs], _labels(judged), seed)
     return report | {"failed": float(len(items) - len(judged))}
@@ -156,5 +158,6 @@ class PassFailFit:
         items: list[JudgedItem],
         seed: int,
         adapter: str | None = None,
+        head: str | None = None,
     ) -> dict[str, float]:
-        return await heldout_agreement(lm, prompts, threshold, items, seed, adapter)
+        return await heldout_agreement(lm, prompts, threshold, items, seed, adapter, head)

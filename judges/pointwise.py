@@ -2,8 +2,9 @@
 
 On small models the text verdict sits at chance while P("Yes") vs P("No") carries the
 signal (see shared data README), so the verdict is that probability against a
-threshold calibrated on human labels. A short rationale is generated only when someone
-needs words: the reflective feedback for the optimizer.
+threshold calibrated on human labels. A judge with a reward head (`judges.reward_head`)
+reads P(pass) from the model's features for the same prompt instead. A short rationale
+is generated only when someone needs words: the reflective feedback for the optimizer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from judges.adapter import ServedJudgeAdapter, served
 from judges.calls import each
 from judges.judged_text import DATA_NOTE, as_data
 from judges.memory import ReviewedMemory
+from judges.reward_head import RewardHead, not_applicable
 from judges.types import JudgedItem
 
 SEED_JUDGE_PROMPTS = {
@@ -64,6 +66,7 @@ class PointwiseJudge:
         rationale_max_tokens: int = 48,
         adapter: str | None = None,
         memory: ReviewedMemory | None = None,
+        head: str | None = None,
     ):
         self.lm = lm
         self.prompts = prompts
@@ -71,9 +74,13 @@ class PointwiseJudge:
         self.rationale_max_tokens = rationale_max_tokens
         # the judge's own LoRA adapter (its folder), served beside the agent's
         self.adapter = ServedJudgeAdapter(lm, adapter) if adapter else None
-        # reviewed exchanges whose notes it reads (`judges.memory`); an adapter trained on
-        # such notes keeps them in its folder, and is never read without them
-        self.memory = memory if memory is not None else ReviewedMemory.beside(adapter)
+        # a reward head (its folder): P(pass) from the model's features, not its verdict
+        self.head, self.head_folder = (_head(lm, head) if head else None), head
+        # reviewed exchanges whose notes it reads (`judges.memory`); an adapter or a head
+        # fitted on such notes keeps them in its folder, and is never read without them
+        if memory is None:
+            memory = ReviewedMemory.beside(adapter) or ReviewedMemory.beside(head)
+        self.memory = memory
         self.unparseable = 0  # P(pass) is always readable, unlike a written verdict
         self.failed = 0  # calls that failed for good (`judges.calls`): no verdict at all
 
@@ -81,6 +88,16 @@ class PointwiseJudge:
         return judge_messages(self.prompts["rubric"], item, question, self.memory)
 
     async def p_pass(self, item: JudgedItem) -> float:
+        if self.head is not None:
+            messages, adapter = self.messages(item, PASS_QUESTION), await served(self.adapter)
+            try:
+                features = await self.lm.features(messages, adapter=adapter)
+            except NotImplementedError as err:
+                raise RuntimeError(
+                    f"The judge's reward head ({self.head_folder}) reads the judge model's "
+                    f"features, which {type(self.lm).__name__} does not return: {err}"
+                ) from err
+            return self.head.p_pass(features)
         logps = await self.lm.choice_logprobs(
             self.messages(item, PASS_QUESTION), list(CHOICES), adapter=await served(self.adapter)
         )
@@ -110,3 +127,17 @@ class PointwiseJudge:
             adapter=await served(self.adapter),
         )
         return completion.text.strip()
+
+
+def _head(lm: LM, folder: str) -> RewardHead:
+    """The head saved in `folder`, checked against the model it would read: features of
+    another judge model mean nothing to it, and one read with notes needs them beside it."""
+    head = RewardHead.load(folder)
+    if why := not_applicable(lm, head):
+        raise ValueError(f"The reward head in {folder} {why}: it is not applied.")
+    if head.memory and ReviewedMemory.beside(folder) is None:
+        raise ValueError(
+            f"The reward head in {folder} reads {head.memory} reviewers' notes per exchange, "
+            "but its folder holds no judge_memory.json"
+        )
+    return head

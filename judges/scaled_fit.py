@@ -180,7 +180,10 @@ class ScaledFit:
         items: list[JudgedItem],
         seed: int,
         adapter: str | None = None,
+        head: str | None = None,
     ) -> dict[str, float]:
         if adapter is not None:  # `judges.judge_lora` trains pass/fail judges only
             raise ValueError(f"a judge on a {self.scale.describe()} scale has no LoRA adapter")
+        if head is not None:  # `judges.judge_head` fits pass/fail judges only
+            raise ValueError(f"a judge on a {self.scale.describe()} scale has no reward head")
         return await scaled_agreement(lm, prompts, self.scale, items, seed)

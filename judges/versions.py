@@ -4,8 +4,8 @@ one the gate last passed.
 
 Each version carries, as tags, what is needed to trust it and to reload it: held-out
 agreement, the calibrated threshold and the score scale it answers on (a rubric without
-them is not the same judge), the annotation window it learned from, and the gate's
-outcome.
+them is not the same judge), where its LoRA adapter or reward head lies in MLflow, the
+annotation window it learned from, and the gate's outcome.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from infra.scales import ScoreScale
 from judges.align import Alignment
 from judges.gate import GateDecision
 from judges.judge import Judge
+from judges.reward_head import FILE as HEAD_FILE
 from judges.types import LabelWindow
 
 JUDGE_PRODUCTION = "judge-production"
@@ -31,6 +32,8 @@ THRESHOLD_TAG = TAG + "threshold"
 SCALE_TAG = TAG + "scale"  # the ScoreScale as JSON; a version without it is pass/fail
 ADAPTER_TAG = TAG + "adapter"  # where its LoRA adapter lies in MLflow (a runs:/ URI)
 ADAPTER_ARTIFACT = "judge-adapter"  # the artifact folder that URI names
+HEAD_TAG = TAG + "head"  # where its reward head lies in MLflow (a runs:/ URI)
+HEAD_ARTIFACT = "judge-head"  # the artifact folder that URI names
 
 
 def judge_prompt_name(registry: Registry, component: str) -> str:
@@ -66,11 +69,19 @@ def log_judge_adapter(registry: Registry, run_id: str, folder: str) -> str:
     return registry.log_folder(f"judge-{run_id}", tags, Path(folder), ADAPTER_ARTIFACT)
 
 
+def log_judge_head(registry: Registry, run_id: str, folder: str) -> str:
+    """The judge's reward head (and the notes it reads) as artifacts of the night's judge
+    run, beside where an adapter would be; its URI."""
+    tags = {"flywheel.run_id": run_id, "flywheel.kind": "judge"}
+    return registry.log_folder(f"judge-{run_id}", tags, Path(folder), HEAD_ARTIFACT)
+
+
 def register_judge(
     registry: Registry, run_id: str, prompts: dict[str, str], tags: dict[str, str], passed: bool
 ) -> dict[str, int]:
-    """A new version of each judge component (tags name its adapter, if any: rubric and
-    adapter are one version); alias judge-production only if it passed."""
+    """A new version of each judge component (tags name its adapter or head, if any: rubric
+    and adapter, or rubric and head, are one version); alias judge-production only if it
+    passed."""
     versions = {}
     for component, text in prompts.items():
         name = judge_prompt_name(registry, component)
@@ -86,10 +97,10 @@ def register_judge(
 def production_judge(
     registry: Registry, components: list[str], adapter_dir: Path | None = None
 ) -> Judge | None:
-    """The judge at alias judge-production with its stored threshold, scale and adapter
-    (downloaded under `adapter_dir`; its agreement is for the caller to measure on
-    tonight's labels); None on the first night (or when a component has no production
-    version)."""
+    """The judge at alias judge-production with its stored threshold, scale, and adapter
+    or reward head (downloaded under `adapter_dir`; its agreement is for the caller to
+    measure on tonight's labels); None on the first night (or when a component has no
+    production version)."""
     found = {
         c: registry.prompt_version_at_alias(judge_prompt_name(registry, c), JUDGE_PRODUCTION)
         for c in components
@@ -108,13 +119,9 @@ def production_judge(
             f"tag {THRESHOLD_TAG} (got {raw!r}): point the alias at a version flywheel "
             "registered, or delete the alias to start over."
         )
-    adapter = None
-    if (uri := first.tags.get(ADAPTER_TAG)) is not None:
-        where = (adapter_dir or Path(tempfile.mkdtemp())) / f"{first.name}-v{first.version}"
-        local = where / ADAPTER_ARTIFACT
-        # a night reads it twice (the watch, the gate): one download serves both
-        whole = all((local / f).is_file() for f in (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
-        adapter = str(local if whole else registry.download(uri, where))
+    where = (adapter_dir or Path(tempfile.mkdtemp())) / f"{first.name}-v{first.version}"
+    adapter = _artifact(registry, first, ADAPTER_TAG, where / ADAPTER_ARTIFACT)
+    head = _artifact(registry, first, HEAD_TAG, where / HEAD_ARTIFACT)
     return Judge(
         prompts={c: v.template for c, v in found.items()},
         scale=_stored_scale(first),
@@ -122,8 +129,21 @@ def production_judge(
         versions={v.name: v.version for v in found.values()},
         heldout=_recorded(first.tags, TAG + "heldout."),  # as measured when it was made
         adapter=adapter,
+        head=head,
         made_at=_moment(first.tags.get(TAG + "window.fetched_at")),
     )
+
+
+def _artifact(registry: Registry, version: RegisteredPrompt, tag: str, local: Path) -> str | None:
+    """The local folder of the adapter or head the version's `tag` names (None: no tag),
+    downloaded to `local` unless a whole copy is there already: a night reads the judge
+    in use twice (the watch, the gate), and one download serves both."""
+    if (uri := version.tags.get(tag)) is None:
+        return None
+    files = (ADAPTER_CONFIG, ADAPTER_WEIGHTS) if tag == ADAPTER_TAG else (HEAD_FILE,)
+    if all((local / f).is_file() for f in files):
+        return str(local)
+    return str(registry.download(uri, local.parent))
 
 
 def scale_json(scale: ScoreScale) -> str:

@@ -78,7 +78,9 @@ async def watch_judge(
         return None
     new = [item for item in items if labelled_at.get(item.id, judge.made_at) > judge.made_at]
     fit = fit_for(judge.scale)
-    report = await fit.agreement(lm, judge.prompts, judge.threshold, new, seed, judge.adapter)
+    report = await fit.agreement(
+        lm, judge.prompts, judge.threshold, new, seed, judge.adapter, judge.head
+    )
     score = report.get(judge.primary, float("nan"))
     watch = Watch(
         judge.label, judge.primary, judge.made_at, len(new), score, made_with, max_drop, min_labels

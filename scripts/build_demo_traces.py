@@ -3,14 +3,20 @@
 Real requests (SNIPS, CC0) go through the demo agent with its seed prompt on the
 embedded model; the replies are recorded in Langfuse's export shapes (observations v2,
 scores v3). The "human" annotations are a stand-in: pass when the reply names the gold
-intent, marked `annotation_source = gold_label_proxy`. A held-out set of other requests
-keeps its true labels for measuring what the flywheel really improved.
+intent, marked `annotation_source = gold_label_proxy`; on a share of the failing ones the
+stand-in also writes the corrected output, as an annotator does in Langfuse (a score of
+dataType CORRECTION named "output", the right reply as its value). A held-out set of
+other requests keeps its true labels for measuring what the flywheel really improved.
 
 Run once (about two minutes):  .venv/bin/python scripts/build_demo_traces.py
+Only (re)write the corrections of the export in place, without running the model (the
+requests, ids and gold labels are drawn from the same seed):
+    .venv/bin/python scripts/build_demo_traces.py --corrections-only
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
@@ -29,6 +35,10 @@ OUT = Path(__file__).resolve().parents[1] / "infra" / "traces" / "demo_data"
 TRACES_PER_INTENT = 40
 ANNOTATED_FRACTION = 0.6
 HELDOUT_PER_INTENT = 20
+# Of the failing annotations, the share that also carries a corrected output; the rest
+# carry the comment alone, which the night's teacher turns into a correction.
+CORRECTED_FRACTION = 0.5
+CORRECTION_SEED = 20261206  # its own stream: the traces and annotations above stay as they were
 NIGHT = datetime(2026, 11, 29, 18, 0, tzinfo=UTC)
 PROMPT_NAME = "intent-router"
 
@@ -63,12 +73,55 @@ def comment(gold: str, named: str | None) -> str:
     return f"expected {expected}; the reply said {LABELS[named]}"
 
 
-async def main() -> None:
-    rng = random.Random(20261129)
-    agent, lm = IntentRouter(), make_lm(LMSettings())
+def draws(rng: random.Random) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+    """The traffic and held-out (request, gold intent) pairs and the traffic's trace ids,
+    drawn before any model call, so they are the same with or without the model."""
     traffic = sample("train", TRACES_PER_INTENT, rng)
     heldout = sample("validate", HELDOUT_PER_INTENT, rng)
     ids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in traffic]
+    return traffic, heldout, ids
+
+
+def corrections(scores: list[dict], gold: dict[str, str]) -> list[dict]:
+    """A corrected output on a seeded share of the failing annotations: the reply the
+    agent should have given (the gold intent's word), a minute after the annotation."""
+    rng = random.Random(CORRECTION_SEED)
+    out = []
+    for score in scores:
+        if score["value"] != 0.0 or rng.random() >= CORRECTED_FRACTION:
+            continue
+        made = datetime.fromisoformat(score["timestamp"]) + timedelta(minutes=1)
+        out.append(
+            {
+                "id": "correction-" + score["traceId"][:18],
+                "traceId": score["traceId"],
+                "observationId": score["observationId"],
+                "name": "output",
+                "value": LABELS[gold[score["traceId"]]],
+                "dataType": "CORRECTION",
+                "source": "ANNOTATION",
+                "metadata": {"annotation_source": "gold_label_proxy"},
+                "timestamp": made.isoformat().replace("+00:00", "Z"),
+            }
+        )
+    return out
+
+
+def corrections_only() -> None:
+    """Rewrite the export's corrections from its annotations, touching nothing else."""
+    traffic, _, ids = draws(random.Random(20261129))
+    gold = {trace_id: intent for trace_id, (_, intent) in zip(ids, traffic, strict=True)}
+    rows = [json.loads(line) for line in (OUT / "scores.jsonl").read_text().splitlines()]
+    annotations = [row for row in rows if row["dataType"] != "CORRECTION"]
+    corrected = corrections(annotations, gold)
+    write_jsonl(OUT / "scores.jsonl", annotations + corrected)
+    print(f"{len(corrected)} corrected outputs on {len(annotations)} annotations")
+
+
+async def main() -> None:
+    rng = random.Random(20261129)
+    agent, lm = IntentRouter(), make_lm(LMSettings())
+    traffic, heldout, ids = draws(rng)
     requests = [text for text, _ in traffic]
     examples = [Example(id=i, inputs={"request": t}) for i, t in zip(ids, requests, strict=True)]
     rollouts = await asyncio.gather(
@@ -111,9 +164,10 @@ async def main() -> None:
                     "timestamp": (start + timedelta(hours=14)).isoformat().replace("+00:00", "Z"),
                 }
             )
+    gold = {trace_id: intent for trace_id, (_, intent) in zip(ids, traffic, strict=True)}
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "observations.jsonl", observations)
-    write_jsonl(OUT / "scores.jsonl", scores)
+    write_jsonl(OUT / "scores.jsonl", scores + corrections(scores, gold))
     write_jsonl(
         OUT / "heldout.jsonl",
         [
@@ -133,4 +187,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corrections-only", action="store_true")
+    if parser.parse_args().corrections_only:
+        corrections_only()
+    else:
+        asyncio.run(main())

@@ -11,3 +11,8 @@ os.environ.pop("PREFECT_API_URL", None)
 os.environ["PREFECT_PROFILES_PATH"] = os.devnull
 # Read by Prefect, MLflow and transformers at import time, so set before tests import them.
 prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-tests-")))
+# The embedded teacher (1.5B) judges and reflects by default; tests run on the 135M alone
+# unless they name the teacher (`infra.settings.teacher()`), so that one night at most
+# pays for it. Subprocesses (the CLI, a Prefect worker) inherit this.
+os.environ.setdefault("FLYWHEEL_JUDGE_LM", "null")
+os.environ.setdefault("FLYWHEEL_REFLECTION", "null")

@@ -3,7 +3,9 @@ and a random LoRA adapter for tests that serve one."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,18 +14,31 @@ from infra.lm import Completion, Usage
 Messages = list[dict[str, str]]
 
 
+def hashed_features(messages: Messages, size: int = 16) -> list[float]:
+    """A vector that stands for a prompt's hidden state: seeded by its text, so the same
+    prompt always gives the same features and different prompts unrelated ones."""
+    seed = hashlib.sha256(repr(messages).encode()).hexdigest()
+    rng = random.Random(seed)
+    return [rng.gauss(0, 1) for _ in range(size)]
+
+
 class ScriptedLM:
-    """`reply(messages) -> text` for completions; `p_first(messages) -> P(first choice)`."""
+    """`reply(messages) -> text` for completions; `p_first(messages) -> P(first choice)`;
+    `feature(messages) -> features` for `features` (the final hidden state a reward head
+    reads; by default hashed from the prompt's text)."""
 
     def __init__(
         self,
         reply: Callable[[Messages], str] = lambda m: "",
         p_first: Callable[[Messages], float] = lambda m: 0.5,
+        feature: Callable[[Messages], list[float]] = hashed_features,
     ):
         self.reply = reply
         self.p_first = p_first
+        self.feature = feature
         self.calls: list[Messages] = []
         self.choice_calls: list[Messages] = []  # verdicts read from token probabilities
+        self.feature_calls: list[Messages] = []  # features read for a reward head
 
     async def complete(self, messages: Messages, **params) -> Completion:
         self.calls.append(messages)
@@ -39,6 +54,10 @@ class ScriptedLM:
         self.choice_calls.append(messages)
         p = min(max(self.p_first(messages), 1e-6), 1 - 1e-6)
         return [math.log(p), math.log(1 - p)] + [math.log(1e-6)] * (len(choices) - 2)
+
+    async def features(self, messages: Messages, adapter=None) -> list[float]:
+        self.feature_calls.append(messages)
+        return self.feature(messages)
 
 
 def random_lora_adapter(base_model_path: str, folder: Path, seed: int = 0) -> Path:

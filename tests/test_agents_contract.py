@@ -9,7 +9,13 @@ import pytest
 
 from flows.nightly import _night
 from infra.agents import load_agent
-from infra.agents.contract import AgentContractError, AgentRefused, check_agent, runs_offline
+from infra.agents.contract import (
+    AgentContractError,
+    AgentRefused,
+    check_agent,
+    demonstrations_component,
+    runs_offline,
+)
 from infra.traces import RecordError, TraceRecord
 
 
@@ -81,6 +87,30 @@ def test_seed_prompts_must_be_text_components():
 
     with pytest.raises(AgentContractError, match="non-empty dict of str, got {}"):
         check_agent(Empty(), "Empty")
+
+
+def test_declared_demonstrations_must_name_a_seed_prompt_and_be_writable():
+    class Shows(Smallest):
+        demonstrations = "examples"
+
+    with pytest.raises(AgentContractError) as caught:
+        check_agent(Shows(), "Shows")
+    text = str(caught.value)
+    assert "demonstrations must name one of its seed prompts ['instructions']" in text
+
+    class Unwritten(Smallest):
+        demonstrations = "instructions"
+
+    with pytest.raises(AgentContractError, match=r"missing demonstration\(example, reply\)"):
+        check_agent(Unwritten(), "Unwritten")
+
+    class Writes(Unwritten):
+        def demonstration(self, example, reply):
+            return f"{example} -> {reply}"
+
+    check_agent(Writes(), "Writes")
+    assert demonstrations_component(Writes()) == "instructions"
+    assert demonstrations_component(Smallest()) is None  # undeclared: none
 
 
 async def test_an_agent_with_live_tools_is_refused_before_the_night_calls_it():

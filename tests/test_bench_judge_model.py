@@ -11,6 +11,8 @@ from infra.lm.model_files import ModelNotFoundError, resolve_model_path
 
 @pytest.mark.parametrize("variable", ["FLYWHEEL_LM__MODEL_PATH", "FLYWHEEL_JUDGE_LM__MODEL_PATH"])
 def test_a_model_path_from_the_environment_reaches_the_benchmark(tmp_path, monkeypatch, variable):
+    if variable.startswith("FLYWHEEL_JUDGE_LM"):  # else conftest's "null": the judge is lm
+        monkeypatch.delenv("FLYWHEEL_JUDGE_LM", raising=False)
     monkeypatch.setenv(variable, str(tmp_path))  # no checkpoint there
     with pytest.raises(ModelNotFoundError, match=str(tmp_path)):
         judge_lm()
@@ -23,6 +25,7 @@ def test_the_benchmark_loads_the_checkpoint_the_setting_names(tmp_path, monkeypa
     checkpoint.mkdir()
     for file in embedded.iterdir():
         (checkpoint / file.name).symlink_to(file)
+    monkeypatch.delenv("FLYWHEEL_JUDGE_LM", raising=False)
     monkeypatch.setenv("FLYWHEEL_JUDGE_LM__MODEL_PATH", str(checkpoint))
     lm = judge_lm()
     lm.close()

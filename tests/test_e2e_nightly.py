@@ -287,7 +287,7 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
             "max_metric_calls": 12,
             "reflection_minibatch_size": 3,
             "min_agreement": 1.01,
-            "lora": {"max_steps": 4, "checkpoints": 2, "batch_size": 4},
+            "lora": {"enabled": True, "max_steps": 4, "checkpoints": 2, "batch_size": 4},
         },
     )
     rt = Runtime(settings)
@@ -309,12 +309,22 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
     assert "Judge LoRA step: " in render_markdown(report)
     version = MlflowClient(settings.tracking_uri).get_prompt_version("agent-judge-rubric", 1)
     assert step.memory == Settings().judge.lora.memory > 0  # notes in the judge's prompt
-    if step.kept:  # rubric, adapter and the notes it reads, registered together
+    # then the reward head on the judge model's features, against the judge so far
+    head = report.judge_head
+    assert head.val is not None or "too few labels" in head.note  # the engine read features
+    assert "Judge head step: " in render_markdown(report)
+    assert head.so_far_val == (step.kept_val if step.kept else report.alignment.judge_val_score)
+    if head.kept:  # rubric plus head, registered together; the adapter is left behind
+        assert report.alignment.judge.head == head.kept and report.alignment.judge.adapter is None
+        assert version.tags["flywheel.judge.head"].startswith("runs:/")
+        assert "flywheel.judge.adapter" not in version.tags
+    elif step.kept:  # rubric, adapter and the notes it reads, registered together
         assert report.alignment.judge.adapter == step.kept
         assert (Path(step.kept) / MEMORY_FILE).is_file()
         assert version.tags["flywheel.judge.adapter"].startswith("runs:/")
     else:
         assert "flywheel.judge.adapter" not in version.tags
+        assert "flywheel.judge.head" not in version.tags
 
 
 def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path):
@@ -334,7 +344,7 @@ def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path)
             "max_metric_calls": 12,
             "reflection_minibatch_size": 3,
             "min_agreement": 1.01,  # no judge is trusted: the agent's steps do not run
-            "lora": {"max_steps": 2, "checkpoints": 1, "batch_size": 4},
+            "lora": {"enabled": True, "max_steps": 2, "checkpoints": 1, "batch_size": 4},
         },
     )
     rt = Runtime(settings)

@@ -6,6 +6,8 @@ import pytest
 from flows.collect import (
     LabelWindow,
     collect,
+    hold_out,
+    in_heldout_slice,
     load_heldout,
     one_record_per_trace,
     summarize,
@@ -67,6 +69,7 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
         "annotations_answered": 0,
         "annotations_conflicting": 0,
         "corrections": 0,
+        "corrections_written": 0,
         "annotations_pass": 1,
         "skipped_records": 2,
         "not_replayable": 0,
@@ -260,3 +263,27 @@ def test_replies_people_judged_or_corrected_become_scored_replies():
         "b": [("PlayMusic", 1.0), ("reply b", 0.0)],
     }
     assert summarize(collected)["corrections"] == 1
+
+
+def test_a_correction_the_teacher_wrote_counts_where_people_wrote_none():
+    batch = night(score("a", 0.0), score("b", 0.0))
+    batch.corrections = [Correction("c1", "b", "PlayMusic", NOW)]
+    collected = collect(batch, IntentRouter(), "correct")
+    assert collected.chats["a"] == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "request a"},
+    ]
+    written = replace(collected, written={"a": "weather", "b": "the teacher's guess"})
+    assert written.human_replies() == {
+        "a": [("weather", 1.0), ("reply a", 0.0)],
+        "b": [("PlayMusic", 1.0), ("reply b", 0.0)],  # the person's correction wins
+    }
+    assert summarize(written)["corrections_written"] == 2
+
+
+def test_held_out_traces_leave_their_chats_behind():
+    collected = collect(night(score("a", 0.0)), IntentRouter(), "correct")
+    held = {t for t in "abcd" if in_heldout_slice(t, 0.5)}
+    assert held and held != set("abcd")  # the share splits these four ids
+    kept = hold_out(collected, 0.5)
+    assert set(kept.chats) == set("abcd") - held

@@ -7,12 +7,20 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from flows.fast_slow import NightState, decide_step, prompt_budget, split_heldout, weight_budget
+from flows.fast_slow import (
+    NightState,
+    decide_step,
+    paired_gain,
+    prompt_budget,
+    split_heldout,
+    weight_budget,
+)
 from flows.schedule import Schedule, StepTasks
 from flows.stage_clock import StageClock
 from flows.stages import Evaluation, PromptStage
 from infra.settings import AgentOptSettings, LoraSettings, Settings, parse_schedule
 from infra.types import Example
+from judges.metrics import Estimate
 from weights.round import LoraRound, ServedAdapter
 
 
@@ -59,6 +67,28 @@ def test_a_step_is_kept_only_above_the_best_by_the_margin():
     assert not nothing.kept and nothing.reason.startswith("dropped: no adapter was trained")
 
 
+def test_a_step_whose_gain_is_inside_the_noise_is_not_kept():
+    """A +0.043 mean on the slice is kept only when its paired interval excludes zero."""
+    on = "the slice"
+    noisy = Estimate(0.043, -0.029, 0.114)
+    inside = decide_step(0.271, 0.314, on, 0.0, 0, "", noisy)
+    assert not inside.kept and "a gain inside the noise" in inside.reason
+    assert "paired gain +0.043 [-0.029, 0.114]" in inside.reason
+    assert decide_step(0.271, 0.571, on, 0.0, 0, "", Estimate(0.3, 0.2, 0.4)).kept
+    assert not decide_step(0.271, 0.314, on, 0.0, 0, "", Estimate(0.043, None, None)).kept
+
+
+def test_a_step_s_gain_is_paired_over_the_examples_both_were_scored_on():
+    before = Evaluation(4, 0.25, 0.0, scores={"a": 1.0, "b": 0.0, "c": 0.0, "d": 0.0})
+    all_right = Evaluation(4, 1.0, 0.0, scores={"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})
+    gain = paired_gain(before, all_right)
+    assert gain.value == pytest.approx(0.75) and gain.low > 0
+    # one example more or less right is not evidence: the interval reaches zero
+    one_more = Evaluation(3, 0.67, 0.0, scores={"a": 1.0, "b": 1.0, "c": 0.0})
+    assert paired_gain(before, one_more).low <= 0
+    assert paired_gain(before, Evaluation(0, None, 0.0)) is None
+
+
 class FakeSteps:
     """Steps with scripted outcomes. The selection score of a state is a function of its
     prompts and adapter: prompts "p1" add 0.2, the adapter of step 2 loses 0.1."""
@@ -78,7 +108,7 @@ class FakeSteps:
         front = [(new, 3), ({"instructions": "runner-up"}, 1)]
         return PromptStage(new, 0.3, 0.5, cfg.max_metric_calls, 2, 4, front=front)
 
-    async def weights(self, rt, run_id, step, collected, start, judge, cfg, front):
+    async def weights(self, rt, run_id, step, collected, start, judge, cfg, front, selection):
         self.started.append((step, start))
         self.fronts[step] = front
         return LoraRound(f"/runs/{run_id}/lora-step{step}/adapter", True, 8, 1.2, 0.4, 0.45)

@@ -39,7 +39,7 @@ def tonight_gate(a: Alignment) -> JudgeGate:
 def steps() -> list[Step]:
     """A prompt step kept, then a weight step dropped on the selection slice."""
     on = "the held-out selection slice (10 examples, true labels)"
-    prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3)
+    prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3, proposals=6, differed=4)
     lora = LoraRound(
         "/a", False, 12, 1.5, 0.4, 0.3, note="no example's samples differed", train_steps=4,
         train_seconds=30.0,
@@ -78,6 +78,8 @@ def test_metrics_have_before_and_after_of_every_stage():
     assert metrics["step2_kept"] == 0.0 and metrics["step2_before"] == 0.3
     assert metrics["step2_lora_val_with"] == 0.3 and metrics["step1_agent_val_best"] == 0.4
     assert metrics["steps_kept"] == 1.0 and metrics["agent_metric_calls"] == 100
+    assert metrics["step1_agent_proposals"] == 6 and metrics["step1_agent_proposals_differed"] == 4
+    assert metrics["step1_agent_proposals_accepted"] == 2  # 3 candidates: the seed and two
     assert metrics["step2_lora_seconds_per_train_step"] == 7.5
 
 
@@ -90,6 +92,7 @@ def test_each_step_and_its_decision_is_reported():
         "on from step 1." in text
     )
     assert "| held-out accuracy, production → candidate | 0.200 | 0.300 |" in text
+    assert "4 of 6 proposals differed from their parent, 2 accepted" in text
 
 
 def test_production_s_adapter_left_out_is_said():
@@ -177,3 +180,41 @@ def test_a_night_without_held_out_examples_says_how_to_get_them():
     text = render_markdown(replace(night, evals={"seed": empty, "candidate": empty}))
     assert "No held-out examples: set eval.heldout_path" in text
     assert "No held-out examples" not in render_markdown(night)
+
+
+def test_the_judge_head_step_is_reported_kept_dropped_or_not_run():
+    from judges.judge_head import JudgeHead
+
+    kept = JudgeHead("rubric plus LoRA adapter", 0.25, 100, 0.55, 0.001, "/h", 4.2)
+    night = replace(report(0.62), judge_head=kept)
+    text = render_markdown(night)
+    assert (
+        "Judge head step: a head on the judge model's features, fitted on the training labels "
+        "(C 0.001), 4 s; validation κ 0.550 against rubric plus LoRA adapter's 0.250; kept: "
+        "refitted on 100 training and validation labels, the judge is rubric plus head "
+        "(held-out κ 0.620)." in text
+    )
+    # the LoRA step's adapter was kept first: its own held-out figure, then replaced
+    from judges.judge_lora import JudgeLora
+
+    lora = JudgeLora(120, 0.1, {"checkpoint-9": 0.25}, "/a/checkpoint-9", heldout={"kappa": 0.3})
+    text = render_markdown(replace(night, judge_lora=lora))
+    assert "alone's 0.100; kept (held-out κ 0.300), then replaced by the reward head" in text
+    metrics = night.metrics()
+    assert metrics["judge_head_kept"] == 1.0 and metrics["judge_head_val"] == 0.55
+    assert metrics["judge_head_val_so_far"] == 0.25 and metrics["judge_head_labels"] == 100
+    assert metrics["judge_head_seconds"] == 4.2 and metrics["judge_head_strength"] == 0.001
+
+    why = "the head agreed no better on the validation labels than the rubric (κ 0.100 vs 0.300)"
+    dropped = JudgeHead(
+        "the rubric", 0.3, 60, 0.1, 0.01, None, 3.0, note=f"{why}: the rubric stays"
+    )
+    text = render_markdown(replace(report(0.5), judge_head=dropped))
+    assert f"validation κ 0.100 against the rubric's 0.300; {why}: the rubric stays." in text
+    assert replace(report(0.5), judge_head=dropped).metrics()["judge_head_kept"] == 0.0
+
+    off = JudgeHead("the rubric", 0.3, note="judge.head.enabled is off")
+    assert "Judge head step: not run; judge.head.enabled is off." in render_markdown(
+        replace(report(0.5), judge_head=off)
+    )
+    assert "judge_head_val" not in replace(report(0.5), judge_head=off).metrics()

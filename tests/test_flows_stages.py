@@ -220,9 +220,12 @@ def test_gepa_knobs_of_the_night_reach_the_optimizer():
     config = stages.gepa_config(settings.agent_opt, seed=7)
     assert (config.use_merge, config.max_merge_invocations) == (True, 2)
     assert (config.proposal_shape, config.seed) == ("1x3", 7)
-    assert stages.gepa_config(Settings().judge, seed=0).proposal_shape == "auto"
-    assert stages.gepa_config(Settings().judge, seed=0).max_reflection_calls == 100
-    unbounded = Settings.model_validate({"judge": {"max_reflection_calls": None}})
+    judge_knobs = Settings().judge.model_copy(update={"max_metric_calls": 100})
+    assert stages.gepa_config(judge_knobs, seed=0).proposal_shape == "auto"
+    assert stages.gepa_config(judge_knobs, seed=0).max_reflection_calls == 100
+    unbounded = Settings.model_validate(
+        {"judge": {"max_reflection_calls": None, "max_metric_calls": 100}}
+    )
     assert stages.gepa_config(unbounded.judge, seed=0).max_reflection_calls is None
     with pytest.raises(ValueError, match="use_merg"):
         Settings.model_validate({"agent_opt": {"use_merg": True}})  # misspelt: not ignored
@@ -241,7 +244,7 @@ async def test_a_prompt_stage_killed_midway_resumes_from_its_gepa_state(rt, tmp_
 
     def reply(messages) -> str:
         text = messages[-1]["content"]
-        if "```" in text:  # a reflection: one more rule than the instructions have
+        if text.startswith("Rewrite this instruction"):  # a reflection: one more rule
             return f"```\nRoute it. {'Rule. ' * (text.count('Rule') + 1)}\n```"
         return "PlayMusic" + "!" * messages[0]["content"].count("Rule")
 
@@ -273,3 +276,37 @@ async def test_a_prompt_stage_killed_midway_resumes_from_its_gepa_state(rt, tmp_
     # it went on from what it had saved, and the two runs together kept to one budget
     assert resumed.best_val > resumed.seed_val and resumed.metric_calls <= cfg.max_metric_calls
     assert paid_before >= 20 and agent_calls() <= cfg.max_metric_calls
+
+
+async def test_the_head_stage_must_beat_the_judge_the_lora_step_left(tmp_path):
+    """The reward-head step reads the night's split and settings, and the judge it must
+    beat on validation labels is the LoRA step's kept adapter when there is one."""
+    from judges.align import Alignment
+    from judges.judge_lora import JudgeLora
+    from judges.types import JudgedItem
+
+    def separating(messages) -> list[float]:
+        return [1.0 if "[good]" in messages[1]["content"] else -1.0, len(messages[1]["content"])]
+
+    lm = ScriptedLM(feature=separating)
+    lm.base_model_path = "/models/judge"
+    rt = Runtime(Settings(state_dir=tmp_path), lm=lm, judge_lm=lm)
+    items = [
+        JudgedItem(f"t{i}", f"request {i}", f"reply {i} [{'good' if i % 3 else 'bad'}]", i % 3 > 0)
+        for i in range(40)
+    ]
+    rubric = Judge({"rubric": "r"}, threshold=0.5, heldout={"kappa": 0.1})
+    alignment = Alignment(rubric, rubric, 0.2, 0.2, False, rubric.prompts, 10, {})
+    lora = JudgeLora(20, 0.2, {"checkpoint-2": 0.4, "checkpoint-4": 1.0}, "/a/checkpoint-4")
+    same, step = await stages.judge_head_stage(rt, alignment, lora, items, tmp_path / "head")
+    assert step.so_far == "rubric plus LoRA adapter" and step.so_far_val == 1.0
+    assert step.val == 1.0 and step.kept is None and same is alignment  # a tie is no gain
+
+    lora = JudgeLora(20, 0.2, {"checkpoint-4": 0.1})  # no checkpoint kept: the rubric's 0.2
+    headed, step = await stages.judge_head_stage(rt, alignment, lora, items, tmp_path / "head")
+    assert step.so_far == "the rubric" and step.so_far_val == 0.2 and step.kept
+    assert headed.judge.head == str(tmp_path / "head") and headed.judge.prompts == {"rubric": "r"}
+
+    rt.settings.judge.head.enabled = False
+    same, step = await stages.judge_head_stage(rt, alignment, lora, items, tmp_path / "off")
+    assert same is alignment and step.note == "judge.head.enabled is off"

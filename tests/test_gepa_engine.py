@@ -309,7 +309,7 @@ async def test_empty_proposals_are_rejected_and_counted(reply: str | None) -> No
     assert result.reflection_calls == 5
 
 
-async def test_a_proposal_equal_to_a_pool_candidate_is_not_evaluated() -> None:
+async def test_a_proposal_equal_to_its_parent_is_not_evaluated() -> None:
     adapter = KeywordAdapter()
     result = await optimize(
         {"p": "Answer."},
@@ -319,9 +319,25 @@ async def test_a_proposal_equal_to_a_pool_candidate_is_not_evaluated() -> None:
         ScriptedReflector(["```\nAnswer.\n```"]),
         GEPAConfig(max_metric_calls=100, max_idle_iterations=1),
     )
-    assert result.history[0].reject_reason is RejectReason.DUPLICATE
+    assert result.history[0].reject_reason is RejectReason.UNCHANGED
     assert result.history[0].child_scores is None
     assert result.metric_calls_used == 2 + 3
+
+
+async def test_a_proposal_equal_to_another_pool_candidate_is_not_evaluated() -> None:
+    adapter = TableAdapter(table={"A": 0.0, "B": 0.5})
+    result = await optimize(
+        {"p": "A"},
+        tasks("train", 3),
+        tasks("val", 2),
+        adapter,
+        ScriptedReflector(["```\nB\n```", "```\nA\n```"]),  # B wins, then back to the seed
+        GEPAConfig(max_metric_calls=100, max_idle_iterations=1, candidate_selection="current_best"),
+    )
+    assert result.candidates == [{"p": "A"}, {"p": "B"}]
+    assert result.history[1].parent_idx == 1
+    assert result.history[1].reject_reason is RejectReason.DUPLICATE
+    assert result.history[1].child_scores is None
 
 
 async def test_round_robin_alternates_components_of_a_parent() -> None:

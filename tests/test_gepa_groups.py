@@ -245,9 +245,10 @@ async def test_a_winner_s_groups_before_its_admission_go_on_round_robin() -> Non
     )  # fmt: skip
     first, second, third = result.history[:3]
     assert first.candidate_idx == 1 and second.parent_idx == third.parent_idx == 1
-    # the winner's second group was drawn before it joined the pool (it failed beside the
-    # winner's valset pass); it still takes the winner's next component, not the first again
-    assert (second.components, third.components) == (("p",), ("q",))
+    # the winner goes on with its parent's round robin: p made it, so its groups take q,
+    # then p; the second was drawn before it joined the pool (it failed beside the
+    # winner's valset pass), and the third still takes the winner's next component
+    assert (first.components, second.components, third.components) == (("p",), ("q",), ("p",))
 
 
 async def test_extra_groups_take_idle_slots_only_from_free_front_parents() -> None:

@@ -5,6 +5,7 @@ import pytest
 from infra.agents import load_agent
 from infra.agents.intent_router import example_messages, parse_intent
 from infra.traces import RecordError, TraceRecord
+from infra.types import Example
 
 
 def test_parse_intent_takes_first_label_word():
@@ -41,3 +42,26 @@ def test_bad_entry_point_is_explained():
         load_agent("nocolon")
     with pytest.raises(ValueError, match="cannot load agent"):
         load_agent("infra.agents:missing")
+
+
+def test_demonstrations_are_written_and_read_back_as_turns():
+    agent = load_agent("infra.agents.intent_router:make_agent")
+    assert agent.demonstrations in agent.seed_prompts()
+    asked = Example(id="t1", inputs={"request": "  will it\nrain in Oslo? "})
+    line = agent.demonstration(asked, "Weather, I think.")
+    assert line == "will it rain in Oslo? => weather"
+    assert example_messages(line) == [
+        {"role": "user", "content": "will it rain in Oslo?"},
+        {"role": "assistant", "content": "weather"},
+    ]
+    messages = agent.messages(Example(id="t2", inputs={"request": "hi"}), {
+        "instructions": "Route.", agent.demonstrations: line,
+    })  # fmt: skip
+    assert messages[1:3] == example_messages(line)
+
+
+def test_a_reply_naming_no_label_or_a_request_the_line_cannot_hold_is_no_demonstration():
+    agent = load_agent("infra.agents.intent_router:make_agent")
+    assert agent.demonstration(Example(id="t", inputs={"request": "rain?"}), "I can't") is None
+    arrow = Example(id="t", inputs={"request": "map a => b"})
+    assert agent.demonstration(arrow, "search") is None

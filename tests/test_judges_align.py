@@ -151,3 +151,19 @@ async def test_a_rubric_below_the_floor_does_not_replace_the_seed_even_when_it_b
     floored = await aligned_with(0.9)
     assert floored.val_score == free.val_score  # the same search, the same best
     assert floored.kept_seed and floored.judge == floored.seed and floored.floor == 0.9
+
+
+async def test_no_search_fits_and_measures_the_seed_rubric_reading_each_prompt_once():
+    lm = ScriptedLM(p_first=lambda m: 0.8 if "<reply>\nright" in m[1]["content"] else 0.2)
+    items = judged(30)
+
+    async def reflect(prompt: str) -> str:
+        raise AssertionError("no search, no reflection")
+
+    seed = {"rubric": "Judge the reply."}
+    aligned = await align(lm, seed, PASS_FAIL, items[:12], items[12:21], items[21:], None, reflect)
+    assert aligned.judge.prompts == seed and not aligned.kept_seed and aligned.metric_calls == 0
+    assert aligned.judge.heldout["kappa"] == 1.0 == aligned.seed.heldout["kappa"]
+    # the cut fitted on train and val once, held-out measured once: no prompt read twice
+    read = [m[1]["content"] for m in lm.choice_calls]
+    assert len(read) == len(set(read)) == 30

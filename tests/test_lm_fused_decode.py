@@ -10,8 +10,9 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from infra.lm import decode_attention
 from infra.lm.adapters import lora_deltas
+from infra.lm.architectures import UnsupportedModelError
 from infra.lm.attention import CHUNK
-from infra.lm.fused_decode import FusedDecoder, Prompt, is_supported
+from infra.lm.fused_decode import FusedDecoder, Prompt
 from infra.lm.kv_slab import KVSlab
 from infra.lm.model_files import resolve_model_path
 
@@ -33,7 +34,7 @@ def tiny_llama(**overrides) -> LlamaForCausalLM:
 
 def new_slab(model, rows: int = 4) -> KVSlab:
     cfg = model.config
-    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     return KVSlab(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, model.dtype, rows)
 
 
@@ -113,9 +114,14 @@ def test_equals_the_model_forward_on_the_real_model():
         assert stepped[row].argmax() == ref.argmax()
 
 
-def test_only_plain_llama_models_are_fused():
-    assert is_supported(tiny_llama())
-    assert not is_supported(tiny_llama(attention_bias=True))
-    assert not is_supported(tiny_llama(hidden_act="gelu"))
-    with pytest.raises(ValueError, match="no fused forward"):
-        FusedDecoder(tiny_llama(mlp_bias=True))
+@pytest.mark.parametrize(
+    "overrides,why",
+    [
+        ({"attention_bias": True}, "biases on its output and MLP projections"),
+        ({"mlp_bias": True}, "biases on its output and MLP projections"),
+        ({"hidden_act": "gelu"}, "'gelu' activations"),
+    ],
+)
+def test_only_plain_llama_models_are_fused(overrides, why):
+    with pytest.raises(UnsupportedModelError, match=why):
+        FusedDecoder(tiny_llama(**overrides))

@@ -180,6 +180,12 @@ async def test_complete_asked_for_logprobs_without_them_is_a_failed_call():
         await lm.complete(ASK, logprobs=True)
 
 
+async def test_features_are_refused_with_a_sentence():
+    served = scripted(lambda r: httpx.Response(200, json=reply()))
+    with pytest.raises(NotImplementedError, match="returns no hidden states"):
+        await served.features(ASK)
+
+
 def test_is_an_adapter_lm():
     assert isinstance(scripted(lambda r: httpx.Response(500)), AdapterLM)
 

@@ -13,13 +13,15 @@ from infra.lm.packed_linear import PackedLinear
 ONEDNN = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN")
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16])
-def test_products_equal_linear(dtype):
+def test_products_equal_linear(dtype, with_bias):
     torch.manual_seed(0)
     weight, x = torch.randn(48, 32, dtype=dtype) / 8, torch.randn(5, 32, dtype=dtype)
+    bias = torch.randn(48, dtype=dtype) if with_bias else None
     with torch.inference_mode():
         torch.testing.assert_close(
-            PackedLinear(weight)(x), F.linear(x, weight), atol=1e-4, rtol=1e-3
+            PackedLinear(weight, bias)(x), F.linear(x, weight, bias), atol=1e-4, rtol=1e-3
         )
 
 
@@ -55,10 +57,18 @@ def test_a_weight_the_cpu_cannot_pack_is_kept_plain(monkeypatch):
 @ONEDNN
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_a_rows_product_does_not_depend_on_how_many_rows_share_it(dtype):
-    """The row counts and shapes that broke on AVX-512 and AMX Xeons, on fresh inputs."""
+    """The row counts and shapes that broke on AVX-512 and AMX Xeons, on fresh inputs
+    (and Qwen2.5-1.5B's q/k/v, with its bias)."""
     torch.manual_seed(1)
-    for out, inp in ((576, 1536), (3072, 576), (960, 576)):
-        linear = PackedLinear(torch.randn(out, inp, dtype=dtype) / 20)
+    for out, inp, bias in (
+        (576, 1536, False),
+        (3072, 576, False),
+        (960, 576, False),
+        (2048, 1536, True),
+    ):
+        linear = PackedLinear(
+            torch.randn(out, inp, dtype=dtype) / 20, torch.randn(out, dtype=dtype) if bias else None
+        )
         linear.plan = check_product(linear, BODY_MAX_ROWS, BODY_SIZES).plan
         x = torch.randn(64, inp, dtype=dtype)
         with torch.inference_mode():

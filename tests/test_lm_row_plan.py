@@ -38,6 +38,7 @@ class Linear:
     def __init__(self, skew, shape=(6, 5), dtype=torch.float32):
         self.weight = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
         self.shape, self.dtype, self.skew = shape, dtype, skew
+        self.key = (shape, dtype, "")  # checks are memoized by it: each test its own shape
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         # no sum over the inputs: this "kernel" changes bits only where `skew` says

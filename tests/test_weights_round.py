@@ -110,7 +110,7 @@ def trained(monkeypatch) -> TrainedRuns:
 
 
 async def run(
-    lm, rollouts, tmp_path: Path, base=None, judge_replies=None, **cfg
+    lm, rollouts, tmp_path: Path, base=None, judge_replies=None, human=None, **cfg
 ) -> weight_round.LoraRound:
     settings = LoraSettings(samples_per_example=2, **({"checkpoints": 1} | cfg))
     return await weight_round.lora_round(
@@ -124,6 +124,7 @@ async def run(
         seed=3,
         base=base,
         judge_replies=judge_replies,
+        human=human,
     )
 
 
@@ -137,7 +138,7 @@ async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path,
     assert 0 < result.records <= 6
     assert lm.loaded == {"adapter-n1": str(tmp_path / "n1" / "adapter")}
     sampled = [params for _, adapter, params in rollouts.calls if params]
-    assert sampled == [{"temperature": 0.8, "seed": 0}, {"temperature": 0.8, "seed": 1}]
+    assert sampled == [{"temperature": 0.8, "seed": k, "judged": True} for k in range(2)]
 
 
 async def test_an_adapter_the_judge_does_not_prefer_is_measured_but_not_kept(tmp_path, trained):
@@ -149,7 +150,11 @@ async def test_an_adapter_the_judge_does_not_prefer_is_measured_but_not_kept(tmp
 
 async def test_nothing_above_the_cut_trains_nothing(tmp_path, trained):
     result = await run(AdapterModel(), judged(0.7, sampled=0.5), tmp_path, min_judge_score=0.55)
-    assert result.records == 0 and trained == [] and result.note == "no rollout passed the judge"
+    assert (
+        result.records == 0
+        and trained == []
+        and result.note == "no label said what to reply, and no rollout passed the judge"
+    )
 
 
 async def test_switched_off_or_without_adapters_only_measures_the_base(tmp_path, trained):
@@ -250,17 +255,51 @@ def test_replies_people_passed_come_first_and_ones_they_failed_are_rejected():
         "t1": [("the reply a person failed", 0.0)],
         "h9": [("a held-out trace's reply", 1.0)],  # never sampled: it cannot train
     }
-    judged = weight_round.with_human_labels(samples, human)
-    assert len(judged) == len(samples) + 2
+    labelled = weight_round.human_rollouts(samples, human)
+    assert len(labelled) == 2
     cfg = LoraSettings(method="sft+dpo", dpo_margin=0.3)
-    (_, sft), (_, dpo) = weight_round.training_sets(judged, 0.6, cfg, seed=0)[0]
-    assert sft[0]["completion"][0]["content"] == "the reply a person passed"
-    assert not any("held-out" in r["completion"][0]["content"] for r in sft)
+    (_, sft), (_, dpo) = weight_round.training_sets(samples, 0.6, cfg, 0, labelled)[0]
+    replies = [r["completion"][0]["content"] for r in sft]
+    # t0 has a reply people gave: the judge's samples of it do not train
+    assert replies == ["the reply a person passed", "sample 0 of t1"]
     pairs = {r["chosen"][0]["content"]: r["rejected"][0]["content"] for r in dpo}
-    assert pairs == {
-        "the reply a person passed": "sample 1 of t0",
-        "sample 0 of t1": "the reply a person failed",
+    assert pairs == {"sample 0 of t1": "the reply a person failed"}
+
+
+def test_every_label_target_trains_before_the_cap_and_corrections_pair_with_their_reply():
+    """max_train_examples caps the judge's samples, never what people said; a correction
+    is DPO's chosen against the reply it corrects."""
+    ask = [{"role": "user", "content": "play a song"}]
+    people, traffic = examples(6, "p"), examples(4, "t")
+    samples = [Rollout(ex, {}, f"sample of {ex.id}", ask, 0.9) for ex in people + traffic]
+    human = {ex.id: [(f"right reply to {ex.id}", 1.0)] for ex in people[:4]}
+    human |= {ex.id: [(f"corrected {ex.id}", 1.0), (f"logged {ex.id}", 0.0)] for ex in people[4:]}
+    labelled = weight_round.human_rollouts(samples, human)
+    cfg = LoraSettings(method="sft+dpo", max_train_examples=2)
+    (_, sft), (_, dpo) = weight_round.training_sets(samples, 0.6, cfg, 0, labelled)[0]
+    replies = [r["completion"][0]["content"] for r in sft]
+    assert set(replies[:6]) == {
+        *(f"right reply to p{i}" for i in range(4)),
+        "corrected p4",
+        "corrected p5",
     }
+    assert len(replies) == 8 and all(r.startswith("sample of t") for r in replies[6:])
+    pairs = {r["chosen"][0]["content"]: r["rejected"][0]["content"] for r in dpo}
+    assert pairs["corrected p4"] == "logged p4" and pairs["corrected p5"] == "logged p5"
+
+
+async def test_without_judged_rollouts_the_step_learns_from_labels_alone(tmp_path, trained):
+    """judged_rollouts off: the samples only give each example's chat, nothing judges
+    them, and the records are people's replies alone."""
+    rollouts = judged(with_adapter=0.7)
+    human = {"t0": [("the right reply", 1.0)], "t1": [("fixed", 1.0), ("broken", 0.0)]}
+    result = await run(
+        AdapterModel(), rollouts, tmp_path, judged_rollouts=False, human=human, method="sft"
+    )
+    sampled = [params for _, _, params in rollouts.calls if "seed" in params]
+    assert sampled and all(params["judged"] is False for params in sampled)
+    assert [t.kind for t in trained] == ["sft"] and trained[0].records == 2
+    assert result.records == 2
 
 
 async def test_an_earlier_checkpoint_the_judge_prefers_is_kept_and_served(tmp_path, trained):
@@ -305,7 +344,9 @@ async def test_grpo_samples_prompts_once_and_its_replies_are_judged_on_the_night
         grpo_generations=2, max_train_examples=4,
     )  # fmt: skip
     assert trained == [Trained("grpo", 4, "/models/base", 3, None)] and result.kept
-    assert [p for _, _, p in rollouts.calls if p] == [{"temperature": 0.8, "seed": 0}]
+    assert [p for _, _, p in rollouts.calls if p] == [
+        {"temperature": 0.8, "seed": 0, "judged": True}
+    ]
     assert judge.loops == [asyncio.get_running_loop()]  # not trl's: the batcher lives here
     (rewards,) = trained.rewards
     assert rewards == [None] + [len("play " * k) / 100 for k in range(1, 8)]

@@ -37,7 +37,8 @@ from weights.lora import (
 )
 from weights.rewards import ReplyJudge, judge_reward
 
-# (examples, adapter name or None, **sampling params) -> the rollouts, judged
+# (examples, adapter name or None, judged=True, **sampling params) -> the rollouts, judged
+# (judged=False: unscored, read only for each example's chat)
 JudgedRollouts = Callable[..., Awaitable[list[Rollout]]]
 TRAINING_SETS = "training"  # in the round's folder: each stage's records, a JSON per line
 
@@ -90,9 +91,9 @@ async def lora_round(
     rollouts ran with, served; None: the base model) on `valset`. The new adapter is
     served as `adapter_name` (default "adapter-<run_dir's name>"): unique per night, since
     a model server keeps what it loaded. `human`: example id -> replies a person scored
-    in [0, 1] (a logged reply they passed or failed, one they corrected it to), which
-    join the samples (`with_human_labels`). `judge_replies` scores replies GRPO samples
-    (needed by the grpo methods)."""
+    in [0, 1] (a logged reply they passed or failed, one they corrected it to, one the
+    teacher wrote from their comment), which train first (`training_sets`).
+    `judge_replies` scores replies GRPO samples (needed by the grpo methods)."""
     if "grpo" in cfg.method and judge_replies is None:
         raise ValueError(f"lora.method {cfg.method!r} needs a judge for the replies it samples")
     before = base.name if base else None
@@ -102,22 +103,28 @@ async def lora_round(
     if not hasattr(lm, "load_adapter"):  # not isinstance: that would resolve base_model_path
         note = f"{type(lm).__name__} does not serve LoRA adapters"
         return LoraRound(None, False, 0, None, without, None, note=note)
-    # GRPO alone reads only the prompts: one sample per example gives them
-    draws = 1 if cfg.method == "grpo" else cfg.samples_per_example
+    # GRPO alone reads only the prompts: one sample per example gives them; without
+    # judged rollouts, samples only carry each example's chat for people's replies
+    judge_samples = cfg.judged_rollouts or "grpo" in cfg.method
+    draws = cfg.samples_per_example if judge_samples and cfg.method != "grpo" else 1
     samples = await asyncio.gather(
         *(
-            rollouts(trainset, before, temperature=cfg.sample_temperature, seed=k)
+            rollouts(
+                trainset, before, temperature=cfg.sample_temperature, seed=k, judged=judge_samples
+            )
             for k in range(draws)
         )
     )
-    judged = with_human_labels([rollout for batch in samples for rollout in batch], human or {})
+    sampled = [rollout for batch in samples for rollout in batch]
+    labelled = human_rollouts(sampled, human or {})
+    judged = sampled if judge_samples else []
     cut = min_score if cfg.min_judge_score is None else cfg.min_judge_score
-    stages, skipped = training_sets(judged, cut, cfg, seed)
+    stages, skipped = training_sets(judged, cut, cfg, seed, labelled)
     if not stages:
         return LoraRound(None, False, 0, None, without, None, note=skipped)
     start = base.path if base and cfg.continue_from_production else None
     grpo = "grpo" in cfg.method  # then judge_replies was checked above
-    reward = judge_reward(judge_replies, judged, asyncio.get_running_loop()) if grpo else None
+    reward = judge_reward(judge_replies, sampled, asyncio.get_running_loop()) if grpo else None
     steps, seconds = 0, 0.0
     for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
         target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")
@@ -192,41 +199,60 @@ async def _best_checkpoint(
     )
 
 
-def with_human_labels(
-    judged: list[Rollout], human: Mapping[str, Sequence[tuple[str, float]]]
+def human_rollouts(
+    sampled: list[Rollout], human: Mapping[str, Sequence[tuple[str, float]]]
 ) -> list[Rollout]:
-    """People's verdicts join the judged samples, and outrank them: a reply a person
-    passed or wrote as the correction (score 1) is its example's best sample, so SFT
-    takes it first and DPO takes it as chosen; one they failed or corrected (score 0) is
-    a DPO rejected. Each is paired with the chat of its example's first sample, so only
-    examples that were sampled (the training split) get one: a held-out trace's label
-    never reaches training."""
+    """People's replies as rollouts, scored as they said: a reply they passed or that was
+    written as the correction 1, one they failed or corrected 0. Each is paired with the
+    chat of its example's first sample, so only examples that were sampled (the training
+    split) get one: a held-out trace's label never reaches training."""
     first: dict[str, Rollout] = {}
-    for rollout in judged:
+    for rollout in sampled:
         first.setdefault(rollout.example.id, rollout)
-    labelled = [
+    return [
         replace(sample, output=output, score=score, usage={})
         for example_id, replies in sorted(human.items())
         if (sample := first.get(example_id)) is not None
         for output, score in replies
         if output.strip()
     ]
-    return judged + labelled
 
 
 def training_sets(
-    judged: list[Rollout], cut: float, cfg: LoraSettings, seed: int
+    judged: list[Rollout],
+    cut: float,
+    cfg: LoraSettings,
+    seed: int,
+    labelled: list[Rollout] = (),  # type: ignore[assignment]
 ) -> tuple[list[tuple[str, list[dict]]], str]:
     """The training stages `cfg.method` asks for, each with its records, in order (empty
-    ones left out), and a sentence on any left out."""
-    sets = {
-        "sft": lambda: sft_records(judged, cut, cfg.max_train_examples, seed),
-        "dpo": lambda: dpo_records(judged, cfg.dpo_margin)[: cfg.max_train_examples],
-        "grpo": lambda: grpo_records(judged, cfg.max_train_examples, seed),
-    }
+    ones left out), and a sentence on any left out.
+
+    What people said comes first and whole: SFT on every reply they passed or wrote (or
+    the teacher wrote from their comment), DPO on each corrected reply against the one it
+    corrects. The judge's samples follow, on the examples people said nothing usable
+    about, up to `max_train_examples` records: a judge that agrees with people at kappa
+    0.6 still passes wrong replies, so its samples never outrank a label."""
+    targeted = {r.example.id for r in labelled if r.score == 1.0}
+    others = [r for r in judged if r.example.id not in targeted]
+    # a reply people failed with nothing to say instead: the rejected of a judged pair
+    failed = [r for r in labelled if r.example.id not in targeted]
+    cap = cfg.max_train_examples
+
+    def sft() -> list[dict]:
+        return sft_records(labelled, 1.0, len(labelled), seed) + sft_records(others, cut, cap, seed)
+
+    def dpo() -> list[dict]:
+        pairs = dpo_records(others + failed, cfg.dpo_margin)[:cap]
+        return dpo_records(labelled, cfg.dpo_margin) + pairs
+
+    sets = {"sft": sft, "dpo": dpo, "grpo": lambda: grpo_records(judged, cap, seed)}
     why = {
-        "sft": "no rollout passed the judge",
-        "dpo": f"no example's samples differed by dpo_margin ({cfg.dpo_margin}) in judge score",
+        "sft": "no label said what to reply, and no rollout passed the judge",
+        "dpo": (
+            f"no correction to pair, and no example's samples differed by dpo_margin "
+            f"({cfg.dpo_margin}) in judge score"
+        ),
         "grpo": "no rollout to take a prompt from",
     }
     stages, skipped = [], []

@@ -27,7 +27,8 @@ def check_agent(agent: Any, origin: str) -> None:
     """Raise `AgentContractError` naming every way `agent` (loaded from `origin`) does not
     fit the contract: a missing or non-callable member, a signature the night cannot call,
     a `run` that is not `async def`, `seed_prompts()` not a non-empty dict of text, a
-    `runs_offline` that is not a bool, a `judge_rubric` that is not text."""
+    `runs_offline` that is not a bool, a `judge_rubric` that is not text, a
+    `demonstrations` that names no seed prompt or comes without `demonstration`."""
     misfits = []
     name = getattr(agent, "name", None)
     if not isinstance(name, str) or not name:
@@ -35,7 +36,9 @@ def check_agent(agent: Any, origin: str) -> None:
     for member, (positional, keywords) in CALLS.items():
         misfits += _call_misfits(agent, member, positional, keywords)
     if not misfits:  # safe to call now
-        misfits += _seed_prompt_misfits(agent.seed_prompts())
+        misfits += _seed_prompt_misfits(prompts := agent.seed_prompts())
+        if not misfits:
+            misfits += _demonstration_misfits(agent, prompts)
     offline = runs_offline(agent)
     if not isinstance(offline, bool):
         misfits.append(f"runs_offline must be a bool, got {offline!r}")
@@ -60,6 +63,12 @@ def judge_rubric(agent: Any) -> str | None:
     """What a passing reply is, as the agent's author wrote it (optional): the judge's seed
     rubric where settings give none."""
     return getattr(agent, "judge_rubric", None)
+
+
+def demonstrations_component(agent: Any) -> str | None:
+    """The seed prompt component the agent shows its few-shot demonstrations in, one per
+    line (`protocol.Demonstrating`), or None where it declared none."""
+    return getattr(agent, "demonstrations", None)
 
 
 class AgentRefused(RuntimeError):
@@ -96,6 +105,19 @@ def _call_misfits(
     if member == "run" and not inspect.iscoroutinefunction(fn):
         out.append("run must be `async def` (the night runs many at once)")
     return out
+
+
+def _demonstration_misfits(agent: Any, prompts: dict[str, str]) -> list[str]:
+    """A declared demonstrations component must be a seed prompt, with a way to write one."""
+    component = demonstrations_component(agent)
+    if component is None:
+        return []
+    if not isinstance(component, str) or component not in prompts:
+        return [
+            f"demonstrations must name one of its seed prompts {sorted(prompts)} "
+            f"(or be None), got {component!r}"
+        ]
+    return _call_misfits(agent, "demonstration", ("example", "reply"), ())
 
 
 def _seed_prompt_misfits(prompts: Any) -> list[str]:

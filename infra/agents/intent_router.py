@@ -3,7 +3,8 @@
 Plain-word labels work far better than CamelCase intent names for a small model, so
 the agent speaks plain words and maps them back to the gold intents. Its prompt has two
 components the optimizer can rewrite: the system instructions, and example turns
-written one per line as `request => label`.
+written one per line as `request => label`. The example turns are its demonstrations
+(`protocol.Demonstrating`): the night may fill them from labelled traces.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class IntentRouter:
     name = "intent-router"
     judge_rubric = JUDGE_RUBRIC
     runs_offline = True  # one LLM call, no tools: the night may call it as often as it needs
+    demonstrations = "examples"  # its example turns, one `request => label` per line
 
     def seed_prompts(self) -> dict[str, str]:
         return dict(SEED_PROMPTS)
@@ -74,6 +76,20 @@ class IntentRouter:
             raise RecordError("input", f"trace {trace.trace_id} has no user message")
         # Production traces carry no gold label; held-out examples come with one.
         return Example(id=trace.trace_id, inputs={"request": text})
+
+    def target_score(self, reply: str, target: str) -> float | None:
+        """1 where the reply names the label the right reply names first, else 0."""
+        intent = parse_intent(target)
+        return None if intent is None else float(parse_intent(reply) == intent)
+
+    def demonstration(self, example: Example, reply: str) -> str | None:
+        """`request => label`, with the label `reply` names first; None for a reply that
+        names none, or a request the line cannot hold (it says `=>` itself)."""
+        intent = parse_intent(reply)
+        request = " ".join(str(example.inputs.get("request", "")).split())
+        if intent is None or not request or "=>" in request:
+            return None
+        return f"{request} => {LABELS[intent]}"
 
     def messages(self, example: Example, prompts: dict[str, str]) -> list[dict[str, str]]:
         return [

@@ -1,7 +1,9 @@
 """What an agent must offer the flywheel, and nothing more.
 
 Nothing in gepa_opt, judges or weights knows which agent it is: they see prompt
-components (a `Candidate`), examples and rollouts.
+components (a `Candidate`), examples and rollouts. What an agent may offer besides
+(`Demonstrating`, `runs_offline`, `judge_rubric`) is read and checked in
+`infra.agents.contract`; an agent without it is unchanged.
 """
 
 from __future__ import annotations
@@ -34,4 +36,30 @@ class Agent(Protocol):
 
         Used only on the held-out split, to measure what really improved.
         """
+        ...
+
+
+class TargetScoring(Protocol):
+    """An agent that can tell whether a reply says what a right reply says (optional):
+    where people corrected or passed a trace, the night's prompt search scores the agent
+    against that right reply instead of asking the judge (`judges.labelled_metric`)."""
+
+    def target_score(self, reply: str, target: str) -> float | None:
+        """`reply`'s score in [0, 1] against the right reply `target`; None where
+        `target` is no answer this agent can compare with (the judge then decides)."""
+        ...
+
+
+class Demonstrating(Protocol):
+    """An agent whose prompt shows few-shot demonstrations (optional): the night draws
+    them from its labelled traces, each with the reply it should have given, and GEPA
+    swaps, adds and drops them by the evidence (`gepa_opt.Demonstrations`)."""
+
+    demonstrations: str | None
+    """The seed prompt component that holds the demonstrations, one per line (None or
+    absent: it shows none)."""
+
+    def demonstration(self, example: Example, reply: str) -> str | None:
+        """The one line that shows `reply` as the answer to `example`, as the component
+        holds it; None where it cannot be one (a reply that is no answer of this agent's)."""
         ...

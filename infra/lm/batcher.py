@@ -33,10 +33,10 @@ import torch
 from transformers import PreTrainedModel
 
 from infra.lm.attention import CHUNK
+from infra.lm.checkpoint_weights import CheckpointWeights
 from infra.lm.fused_decode import Deltas, FusedDecoder, Prompt, Weights
 from infra.lm.invariance import EnginePlan, check_engine, unchecked_plan
 from infra.lm.kv_slab import KVSlab, Layers
-from infra.lm.packed_linear import PackedLinear
 from infra.lm.prefix import PrefixCache, group_by_prefix
 from infra.lm.thread_governor import ThreadGovernor
 
@@ -114,8 +114,11 @@ class Batcher:
         min_shared_prefix: int = CHUNK,
         batch_invariant: bool = True,
         adapt_threads: bool = True,
+        checkpoint: CheckpointWeights | None = None,
     ):
-        self.model, self.decode = model, decode
+        """With `checkpoint`, the model's Linear weights are released once packed
+        (`fused_decode`): the engine then holds the only copy of them."""
+        self.model, self.decode, self.checkpoint = model, decode, checkpoint
         self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_ms / 1000
         self.prefill_tokens = prefill_tokens
         self.batch_invariant, self.adapt_threads = batch_invariant, adapt_threads
@@ -127,7 +130,6 @@ class Batcher:
         self.fused: FusedDecoder
         self.slab: KVSlab
         self.weight_sets: dict[str | None, Weights] = {}
-        self._score_heads: dict[str | None, PackedLinear] = {}
         self.plan: EnginePlan = unchecked_plan()
         self.governor: ThreadGovernor | None = None
         self.rows: list[_Row] = []
@@ -180,7 +182,6 @@ class Batcher:
             weights = self.fused.weights(deltas())
             weights.use(self.plan.plan_for)
             self.weight_sets[name] = weights
-            self._score_heads.pop(name, None)
             self.prefixes.clear()  # a reloaded adapter's cached KV is stale
 
         await self.call(add)
@@ -191,8 +192,9 @@ class Batcher:
 
         def remove() -> None:
             self.weight_sets.pop(name, None)
-            self._score_heads.pop(name, None)
             self.prefixes.clear()
+            if self.adapter == name:  # nothing runs on it now; the base is always served
+                self.adapter = None
 
         await self.call(remove)
 
@@ -226,22 +228,18 @@ class Batcher:
     def _start(self) -> None:
         """Pack the weights and check the kernels on this thread, at its thread count."""
         torch.set_num_threads(self._threads)  # a new thread would start from all cores
-        self.fused = FusedDecoder(self.model)  # raises for architectures it cannot run
+        self.fused = FusedDecoder(self.model, self.checkpoint)  # raises if it cannot run it
         fused, base = self.fused, self.fused.base
         cfg = self.model.config
         self.slab = KVSlab(
-            cfg.num_hidden_layers,
-            fused.kv_heads,
-            fused.head_dim,
-            self.model.dtype,
-            self.max_batch_size,
+            cfg.num_hidden_layers, fused.kv_heads, fused.head_dim, fused.dtype, self.max_batch_size
         )
         self.weight_sets[None] = base
         if self.batch_invariant:
             self._use(
                 check_engine(
                     list(base.layers[0].linears()),
-                    [base.head, self.score_head(None)],
+                    [base.head, base.scores],
                     fused.kv_heads,
                     fused.heads // fused.kv_heads,
                     fused.head_dim,
@@ -259,8 +257,6 @@ class Batcher:
         self.fused.use_attention(plan.attention)
         for weights in self.weight_sets.values():
             weights.use(plan.plan_for)
-        for head in self._score_heads.values():
-            head.plan = plan.plan_for(head)
 
     def _run(self) -> None:
         with torch.inference_mode():
@@ -361,21 +357,6 @@ class Batcher:
 
     def weights(self) -> Weights:
         return self.weight_sets[self.adapter]
-
-    def score_head(self, adapter: str | None) -> PackedLinear:
-        """The vocabulary head in float32 for choice scoring: bf16 logits are ~0.25 apart
-        near 30, so "Yes" and "No" would often tie exactly."""
-        if adapter not in self._score_heads:
-            weights = self.weight_sets[adapter]
-            head = weights.head
-            if head.dtype != torch.float32:
-                weight = self.model.lm_head.weight.detach().float()
-                if weights.head_delta is not None:
-                    weight = weight + weights.head_delta.float()
-                head = PackedLinear(weight)
-                head.plan = self.plan.plan_for(head)
-            self._score_heads[adapter] = head
-        return self._score_heads[adapter]
 
     def prefill(
         self, prompts: list[list[int]], keep: list[int]

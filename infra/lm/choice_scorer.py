@@ -1,58 +1,34 @@
-"""Choice scoring for concurrent callers in one forward pass.
+"""Choice scoring: how likely each candidate answer is right after a prompt.
 
-A judge scores many items at once, each call asking how likely "Yes" and "No" are after
-its prompt. Calls that arrive while the worker is busy wait together and are scored in
-one prefill, on top of the prefix they share (the judge's rubric). A call's scores are
-the same bits alone and among others (see `batcher`).
+Concurrent calls are scored in one forward pass (`gathered`); the logits come from the
+float32 head (`score_head`), so close answers do not tie.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from infra.lm.batcher import Batcher
+from infra.lm.gathered import Gathered
 
 
 @dataclass
 class _Item:
     prompt: list[int]
     answers: list[list[int]]
-    scores: list[float] | None = None
-    error: BaseException | None = None
 
 
 class ChoiceScorer:
     def __init__(self, batcher: Batcher):
         self.batcher = batcher
-        self._waiting: dict[Any, list[_Item]] = {}  # per adapter
-        self._lock = threading.Lock()
+        self._gathered = Gathered(batcher, self._score)
 
     async def score(self, prompt: list[int], answers: list[list[int]], adapter: Any) -> list[float]:
         """Sum of log-probabilities of each answer's tokens right after the prompt."""
-        item = _Item(prompt, answers)
-        with self._lock:
-            self._waiting.setdefault(adapter, []).append(item)
-        # Whichever job of this adapter runs first scores every item waiting by then.
-        await self.batcher.call(lambda: self._drain(adapter), adapter)
-        if item.error is not None:
-            raise item.error
-        return item.scores
-
-    def _drain(self, adapter: Any) -> None:
-        with self._lock:
-            items = self._waiting.pop(adapter, [])
-        if not items:
-            return
-        try:
-            for item, scores in zip(items, self._score(items), strict=True):
-                item.scores = scores
-        except Exception as error:
-            for item in items:
-                item.error = error
+        return await self._gathered(_Item(prompt, answers), adapter)
 
     def _score(self, items: list[_Item]) -> list[list[float]]:
         # When every answer is one token, the prompt's next-token distribution scores them
@@ -75,7 +51,7 @@ class ChoiceScorer:
         hidden = self.batcher.prefill(rows, keep)[0]
         where = [r for per_answer in reads for answer in per_answer for r in answer]
         picked = torch.stack([hidden[r][keep[r] - back] for r, back, _ in where])
-        logits = self.batcher.score_head(self.batcher.adapter)(picked.float())
+        logits = self.batcher.weights().scores(picked.float())
         logp = torch.log_softmax(logits, -1)
         values = iter(logp[range(len(where)), [t for _, _, t in where]].tolist())
         return [

@@ -28,6 +28,9 @@ from infra.lm.attention import BLOCK, DECODE_KERNELS
 from infra.lm.cpu import cpu_summary
 from infra.lm.packed_linear import PackedLinear
 from infra.lm.row_plan import RowPlan
+from infra.lm.score_head import ScoreHead
+
+Product = PackedLinear | ScoreHead
 
 # Row counts a product is checked at: kernels switch around powers of two and their tails.
 BODY_SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255)
@@ -87,10 +90,10 @@ class ProductCheck:
 _product_checks: dict[tuple, ProductCheck] = {}
 
 
-def check_product(linear: PackedLinear, max_rows: int, sizes: tuple[int, ...]) -> ProductCheck:
+def check_product(linear: Product, max_rows: int, sizes: tuple[int, ...]) -> ProductCheck:
     """The cheapest row plan under which this product keeps every row's bits (memoized
-    per shape, dtype and thread count: the kernels do not look at the values)."""
-    key = (linear.shape, linear.dtype, torch.get_num_threads(), max_rows)
+    per key and thread count: the kernels do not look at the values)."""
+    key = (linear.key, torch.get_num_threads(), max_rows)
     if key not in _product_checks:
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(max(sizes), linear.shape[1], generator=generator)
@@ -186,23 +189,23 @@ def check_attention(kv_heads: int, group: int, dim: int, dtype: torch.dtype) -> 
 class EnginePlan:
     """What the engine runs, and whether a request's numbers are batch-invariant."""
 
-    products: dict[tuple[tuple[int, ...], torch.dtype], RowPlan]
+    products: dict[tuple, RowPlan]  # by the product's `key`: shape, dtype, kind
     attention: str
     invariant: bool  # every check held (False as well when checks were turned off)
     checked: bool
     threads_change_bits: bool  # then the thread count stays fixed under contention
 
-    def plan_for(self, linear: PackedLinear) -> RowPlan:
-        return self.products.get((linear.shape, linear.dtype), RowPlan())
+    def plan_for(self, linear: Product) -> RowPlan:
+        return self.products.get(linear.key, RowPlan())
 
     def describe(self) -> str:
         if not self.checked:
             return "fast engine: batch invariance not checked (lm.batch_invariant = false)"
         special = sorted(
             {
-                f"{'x'.join(map(str, shape))} {str(dtype).removeprefix('torch.')}: "
-                f"{plan.describe()}"
-                for (shape, dtype), plan in self.products.items()
+                f"{'x'.join(map(str, shape))} {str(dtype).removeprefix('torch.')}"
+                f"{' ' + kind if kind else ''}: {plan.describe()}"
+                for (shape, dtype, kind), plan in self.products.items()
                 if plan.min_rows > 1 or plan.tile
             }
         )
@@ -220,7 +223,7 @@ class EnginePlan:
 
 
 def check_engine(
-    body: list[PackedLinear], heads: list[PackedLinear], kv_heads: int, group: int, dim: int
+    body: list[PackedLinear], heads: list[Product], kv_heads: int, group: int, dim: int
 ) -> EnginePlan:
     """Check every distinct product shape (layers' and vocabulary heads') and the decode
     attention."""
@@ -230,9 +233,9 @@ def check_engine(
         (heads, HEAD_MAX_ROWS, HEAD_SIZES),
     ):
         for linear in linears:
-            if (linear.shape, linear.dtype) not in products:
+            if linear.key not in products:
                 check = check_product(linear, max_rows, sizes)
-                products[(linear.shape, linear.dtype)] = check.plan
+                products[linear.key] = check.plan
                 holds &= check.holds
                 moved |= check.threads_change_bits
     attention = check_attention(kv_heads, group, dim, body[0].dtype)

@@ -5,21 +5,24 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from infra.errors import UserFacingError
 from infra.lm import decode_attention
 from infra.lm.adapters import lora_deltas
+from infra.lm.architectures import check_supported
 from infra.lm.batcher import Batcher, Generation, Request
 from infra.lm.calls import CallTally, ModelCallFailed
+from infra.lm.checkpoint_weights import CheckpointWeights
 from infra.lm.choice_scorer import ChoiceScorer
 from infra.lm.cpu import cpu_has_fast_bf16
-from infra.lm.fused_decode import is_supported
+from infra.lm.features import FeatureReader
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
+from infra.lm.readings import Readings
 from infra.settings import LMSettings
 
 
@@ -31,10 +34,6 @@ class LocalCompletion(Completion):
     top_logprobs: list[dict[str, float]] | None = None  # alternatives per token
 
 
-class UnsupportedModelError(UserFacingError):
-    """The checkpoint's architecture has no fused forward in the local engine."""
-
-
 def pick_dtype(setting: str) -> torch.dtype:
     if setting == "auto":
         return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
@@ -43,7 +42,11 @@ def pick_dtype(setting: str) -> torch.dtype:
 
 class LocalLM:
     """`AdapterLM` over a local checkpoint; requests from all callers share one continuous
-    batch, and each LoRA adapter is served as merged weights of its own."""
+    batch, and each LoRA adapter is served as merged weights of its own.
+
+    Once started, the engine holds the only copy of the model's Linear weights (packed);
+    the transformers model keeps its embeddings, norms and config (`fused_decode`).
+    """
 
     def __init__(self, settings: LMSettings | None = None):
         settings = settings or LMSettings()
@@ -52,40 +55,44 @@ class LocalLM:
         path = resolve_model_path(settings.model_path)
         self.base_model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        # The engine runs its own forward; the model's own (transformers' generate, a
-        # reference in tests and benchmarks) gets the grouped decode-step kernel.
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=pick_dtype(settings.dtype), attn_implementation=decode_attention.NAME
-        ).eval()
-        if not is_supported(self.model):
-            raise UnsupportedModelError(
-                f"{path} is a {self.model.config.model_type!r} model; the local engine runs "
-                "Llama-architecture checkpoints (model_type 'llama', no biases, SiLU). Serve "
-                "it with vLLM and set lm.backend = 'openai'."
-            )
-        eos = self.model.generation_config.eos_token_id
+        check_supported(AutoConfig.from_pretrained(path), str(path))  # before reading weights
+        self.dtype = pick_dtype(settings.dtype)
+        engine_model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).eval()
+        eos = engine_model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
         self.stop_token_ids = frozenset(
             t for t in [*eos, self.tokenizer.eos_token_id] if t is not None
         )
         self.batcher = Batcher(
-            self.model,
+            engine_model,
             decode=self.tokenizer.decode,
             max_batch_size=settings.max_batch_size,
             batch_wait_ms=settings.batch_wait_ms,
             batch_invariant=settings.batch_invariant,
             adapt_threads=settings.adapt_threads,
+            checkpoint=CheckpointWeights.of(path, self.dtype),
         )
         self.scorer = ChoiceScorer(self.batcher)
+        self.feature_reader = FeatureReader(self.batcher)
+        self.readings = Readings()  # prompts already read, asked again at no prefill
         # calls and tokens per stage; only a prompt too long fails here
         self.tally = CallTally(
             (settings.prompt_price_per_million, settings.completion_price_per_million)
         )
 
+    @cached_property
+    def model(self) -> PreTrainedModel:
+        """transformers' own model of the checkpoint, loaded on first use: a second copy of
+        the weights, which the engine does not keep. Tests and benchmarks compare the engine
+        with its forward and `generate`, which get the grouped decode-step kernel."""
+        return AutoModelForCausalLM.from_pretrained(
+            self.base_model_path, dtype=self.dtype, attn_implementation=decode_attention.NAME
+        ).eval()
+
     def describe(self) -> str:
         """The engine this process runs: dtype, threads, and what was checked on this CPU."""
         return (
-            f"local engine: {self.model.dtype} on {torch.get_num_threads()} threads, "
+            f"local engine: {self.dtype} on {torch.get_num_threads()} threads, "
             f"{self.batcher.plan.describe()}"
         )
 
@@ -100,10 +107,12 @@ class LocalLM:
         thread between decode steps (requests in flight pause for those seconds), never on
         the event loop. A loaded name is replaced.
         """
-        await self.batcher.add_adapter(name, lambda: lora_deltas(self.model, path))
+        await self.batcher.add_adapter(name, lambda: lora_deltas(self.batcher.model, path))
+        self.readings.forget(name)  # made by the weights this name held before
 
     async def unload_adapter(self, name: str) -> None:
         await self.batcher.remove_adapter(name)
+        self.readings.forget(name)
 
     def _check_adapter(self, adapter: str | None) -> None:
         if not self.batcher.has_adapter(adapter):
@@ -192,8 +201,23 @@ class LocalLM:
         self._check_adapter(adapter)
         answers = [self.tokenizer(c, add_special_tokens=False).input_ids for c in choices]
         prompt = self._fitting(messages, after=max(map(len, answers)))
+        key = ("choices", tuple(prompt), tuple(map(tuple, answers)), adapter)
+        if (kept := self.readings.get(key)) is not None:
+            return kept
         self.tally.tokens(len(prompt) + sum(map(len, answers)), 0)  # read, none written
-        return await self.scorer.score(prompt, answers, adapter)
+        return self.readings.put(key, await self.scorer.score(prompt, answers, adapter))
+
+    async def features(self, messages: list[Message], adapter: str | None = None) -> list[float]:
+        """The final hidden state (after the model's final norm) at the last token of the
+        prompt `complete` would prefill, as floats: what a reward-model judge fits its head
+        on. Concurrent calls share one prefill, as choice scoring's do."""
+        self._check_adapter(adapter)
+        prompt = self._fitting(messages, after=0)
+        key = ("features", tuple(prompt), adapter)
+        if (kept := self.readings.get(key)) is not None:
+            return kept
+        self.tally.tokens(len(prompt), 0)  # read, none written
+        return self.readings.put(key, await self.feature_reader.read(prompt, adapter))
 
     def close(self) -> None:
         self.batcher.close()

@@ -232,5 +232,11 @@ class OpenAILM:
             raise self._failed("malformed", f"the reply starts {first!r}, none of {choices}")
         return [MISSING_LOGPROB if score is None else score for score in scores]
 
+    async def features(self, messages: list[Message], adapter: str | None = None) -> list[float]:
+        raise NotImplementedError(
+            f"{self.client.base_url} is an OpenAI-compatible server, which returns no hidden "
+            "states: read features with the local backend (lm.backend = 'local')."
+        )
+
     async def aclose(self) -> None:
         await self.client.close()

@@ -53,6 +53,16 @@ class LM(Protocol):
         """
         ...
 
+    async def features(self, messages: list[Message], adapter: str | None = None) -> list[float]:
+        """The final hidden state (after the model's final norm) at the last token of the
+        chat prompt, generation prompt included (the tokens `complete` would prefill).
+
+        This is what a reward-model judge fits a logistic head on. A backend that cannot
+        see the model's hidden states (an OpenAI-compatible server) raises
+        NotImplementedError.
+        """
+        ...
+
 
 @runtime_checkable
 class AdapterLM(LM, Protocol):
