@@ -58,3 +58,12 @@ async def test_a_call_that_fails_for_good_is_counted_not_kept():
         ScriptedLM(lambda m: "weather"), [commented("t1")], judge_down
     )
     assert unjudged.kept == {} and unjudged.failed == 1
+
+
+async def test_a_correction_written_in_the_prompt_s_reply_tags_is_the_text_inside():
+    async def passes(example_id: str, reply: str) -> bool:
+        return reply == "weather"
+
+    for written in ("<reply>\nweather\n</reply>", "<reply>weather</reply> because it rains"):
+        out = await write_corrections(ScriptedLM(lambda m, w=written: w), [commented("t1")], passes)
+        assert out.kept == {"t1": "weather"}

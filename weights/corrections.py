@@ -63,10 +63,20 @@ def correction_prompt(item: Commented) -> list[Message]:
                 f"The assistant's conversation:\n<conversation>\n{transcript}\n</conversation>\n"
                 f"The assistant replied:\n<reply>\n{item.reply}\n</reply>\n"
                 f"The reviewer's comment: {item.comment}\n\n"
-                "Write the reply the assistant should have given."
+                "Write the reply the assistant should have given, as the text alone."
             ),
         },
     ]
+
+
+def unwrapped(text: str) -> str:
+    """The reply alone: the teacher often answers in the `<reply>` tags its prompt showed
+    the failing reply in (4 of the 8 it kept in one demo night were wrapped so)."""
+    text = text.strip()
+    if text.startswith("<reply>"):
+        text = text.removeprefix("<reply>")
+        text = text.split("</reply>", 1)[0]
+    return text.strip()
 
 
 async def write_corrections(
@@ -84,7 +94,7 @@ async def write_corrections(
             done = await teacher.complete(
                 correction_prompt(item), max_tokens=max_tokens, temperature=0.0
             )
-            text = done.text.strip()
+            text = unwrapped(done.text)
             if not text or text == item.reply.strip():
                 out.empty += 1
                 return
