@@ -354,7 +354,10 @@ class LoraSettings(Section):
     # step. The logits (records x tokens x a 49k vocabulary, in fp32 for the loss) are
     # most of a step's memory, so fewer records per pass is what keeps it small.
     micro_batch_size: PositiveInt = 2
-    max_seq_length: int = 384  # tokens per record; longer ones are left out
+    # Tokens per record; trl leaves longer ones out (a round none fits is skipped, and
+    # says so). The prompt grows with the demonstrations GEPA adds: a demo night's records
+    # were 403-448 tokens with agent_opt.demonstration_tokens = 256.
+    max_seq_length: int = 640
     # Optimizer steps per night at most, shared evenly by the schedule's weight steps
     # (`fast_slow`); None: every weight step runs `epochs` over its records.
     max_steps: PositiveInt | None = None

@@ -11,6 +11,7 @@ from infra.settings import LoraSettings
 from weights.adapters import adapter_files_ok
 from weights.lora import (
     TRAINING_SUMMARY,
+    NoRecordFits,
     checkpoints,
     train_dpo_adapter,
     train_grpo_adapter,
@@ -170,6 +171,14 @@ def test_records_missing_a_field_are_named(trained):
     broken[2]["rejected"] = []
     with pytest.raises(ValueError, match="record 2: field 'rejected'"):
         train_dpo_adapter(broken, base, result.path.with_name("never"), LoraSettings())
+
+
+def test_records_that_all_exceed_the_length_are_a_sentence_not_a_crash(trained, tmp_path):
+    base, _, _ = trained
+    short = LoraSettings(batch_size=4, max_seq_length=8)
+    with pytest.raises(NoRecordFits, match=r"none of the 8 records fits lora.max_seq_length \(8"):
+        train_sft_adapter(records(), base, tmp_path / "never", short)
+    assert not (tmp_path / "never").exists()
 
 
 def test_training_saves_earlier_adapters_for_early_stopping(tmp_path):

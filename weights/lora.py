@@ -150,6 +150,10 @@ def _check_records(records: list[dict], fields: tuple[str, ...]) -> None:
                 raise ValueError(f"record {i}: field {name!r} must be a non-empty message list")
 
 
+class NoRecordFits(ValueError):
+    """Every record is longer than `max_seq_length`: there is nothing to train on."""
+
+
 def base_precision(bf16: bool | None = None) -> tuple[bool, torch.dtype]:
     """bf16 autocast and a bf16 frozen base where the CPU has native bf16 (or `bf16` says
     so), float32 elsewhere. The base is loaded in that dtype on purpose: left to the
@@ -235,6 +239,11 @@ def _train(
             callbacks=[_Checkpoints(partial / CHECKPOINTS, cfg.checkpoints)]
             + ([_Progress(progress_callback)] if progress_callback else []),
         )
+        if len(trainer.train_dataset) == 0:  # trl left out every record as too long
+            raise NoRecordFits(
+                f"none of the {len(records)} records fits lora.max_seq_length "
+                f"({cfg.max_seq_length} tokens)"
+            )
         output = trainer.train()
         # only the trained adapter: DPO from an adapter keeps a frozen copy named "ref"
         trainer.model.save_pretrained(partial, selected_adapters=["default"])

@@ -30,6 +30,7 @@ from weights.adapters import adapter_files_ok
 from weights.datasets import dpo_records, grpo_records, sft_records
 from weights.lora import (
     TRAINING_SUMMARY,
+    NoRecordFits,
     checkpoints,
     train_dpo_adapter,
     train_grpo_adapter,
@@ -131,9 +132,12 @@ async def lora_round(
         # what sampling (or the stage before) freed goes back first, so training does not
         # stack on top of it
         await release_free_heap()
-        adapter_dir, summary = await train_once(
-            kind, lm.base_model_path, start, stage, target, cfg, seed, reward
-        )
+        try:
+            adapter_dir, summary = await train_once(
+                kind, lm.base_model_path, start, stage, target, cfg, seed, reward
+            )
+        except NoRecordFits as err:  # the night goes on from the state before this step
+            return LoraRound(None, False, 0, None, without, None, note=f"{kind}: {err}")
         start, train_loss = str(adapter_dir), summary["train_loss"]
         steps, seconds = steps + int(summary["steps"]), seconds + summary["seconds"]
     await release_free_heap()  # and training's, before the adapter is served
