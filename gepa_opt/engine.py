@@ -663,8 +663,17 @@ class GEPAEngine(Generic[DataInst]):
     ) -> Trial:
         """Lines 9-13 for one child: reflect, evaluate on the minibatch, compare.
         `outpace`, when given, is set by the group's first child that beats the parent."""
-        config, iteration, parent = self._config, plan.iteration, plan.draw.parent
         trial = Trial(plan, parent_eval)
+        try:
+            return await self._judged_trial(trial, outpace)
+        finally:  # however it ended, what it did not use goes back now: its group may
+            # wait for a winner's valset pass that only this budget can pay for
+            plan.reservation.release()
+            plan.reflections.release()
+
+    async def _judged_trial(self, trial: Trial, outpace: asyncio.Event | None) -> Trial:
+        plan, parent_eval = trial.plan, trial.parent_eval
+        config, iteration, parent = self._config, plan.iteration, plan.draw.parent
         if config.skip_perfect_score and all(s >= config.perfect_score for s in parent_eval.scores):
             trial.reason = RejectReason.PERFECT_PARENT
             return trial
@@ -704,7 +713,6 @@ class GEPAEngine(Generic[DataInst]):
             return trial
         finally:
             trial.paid += paid - plan.reservation.left
-        plan.reservation.release()  # the minibatch work is done: free it for others
         self._judged += 1
         if trial.gain <= 0:
             trial.reason = RejectReason.NOT_IMPROVED

@@ -467,3 +467,24 @@ async def test_auto_waits_for_stragglers_where_reflections_are_not_the_slow_stag
         )
         outpaced[siblings] = RejectReason.OUTPACED in {r.reject_reason for r in result.history}
     assert outpaced == {"first": True, "auto": False}  # "first" would not have waited
+
+
+class HalfSilentReflector(KeywordReflector):
+    """Every other reflection proposes nothing: in a group of two, one sibling may win
+    while the other ends without running its minibatch."""
+
+    async def __call__(self, prompt: str) -> str:
+        reply = await super().__call__(prompt)
+        return reply if len(self.prompts) % 2 else ""
+
+
+async def test_a_winner_whose_valset_never_fits_ends_the_run_instead_of_waiting() -> None:
+    # A sibling that ended early (nothing proposed, or outpaced) held its minibatch
+    # reservation until its whole group ended, and its group's winner waited for budget
+    # that only the group's own end could give back: the run hung at the budget's end (a
+    # demo night's prompt step, 298 of 320 calls used, two groups each waiting for 20).
+    for budget in range(30, 100, 3):
+        config = GEPAConfig(max_metric_calls=budget, proposal_shape="2x2", siblings="all",
+                            max_concurrency=4, skip_perfect_score=False)  # fmt: skip
+        result, _, _ = await asyncio.wait_for(run(config, reflector=HalfSilentReflector()), 10)
+        assert result.metric_calls_used <= budget
