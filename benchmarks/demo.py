@@ -8,7 +8,8 @@ the process's resident memory every 0.1 s, and attributes the peak to the stage 
 interval the sample falls in. `--nights 2` runs a second night on the same state folder
 (it starts from what the first promoted, as the next `make demo` would).
 
-    .venv/bin/python benchmarks/demo.py [--nights N] [--keep-state DIR] [--keep-free-heap]
+    .venv/bin/python benchmarks/demo.py [--nights N] [--first-night K] [--keep-state DIR]
+        [--keep-free-heap]
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def main() -> None:
         help="never hand freed heap back to the OS (`infra.lm.heap`): the night before it did",
     )
     parser.add_argument("--nights", type=int, default=1, help="nights in a row (default 1)")
+    parser.add_argument(
+        "--first-night",
+        type=int,
+        default=1,
+        help="number of the first night (default 1): with --keep-state, 2 runs the night "
+        "after a finished first one; the same number resumes that night",
+    )
     args = parser.parse_args()
     if args.keep_free_heap:
         from infra.lm import heap
@@ -75,7 +83,7 @@ def main() -> None:
     from flows.runtime import Runtime
 
     rt = Runtime(settings)  # the second night reuses the loaded models: no second start-up
-    for night in range(1, args.nights + 1):
+    for night in range(args.first_night, args.first_night + args.nights):
         sampler = MemorySampler()
         sampler.start()
         start = time.time()

@@ -164,13 +164,14 @@ def alignment_metrics(aligned: Alignment) -> dict[str, float]:
 
 
 def watch_metrics(watch: Watch) -> dict[str, float]:
-    """The judge in use on the labels made since its version (`judges.watch`)."""
-    return {
-        f"judge_watch_{watch.primary}": watch.score,
+    """The judge in use on the labels made since its version (`judges.watch`); with none
+    there is no statistic to chart, only the count."""
+    out = {
         f"judge_watch_{watch.primary}_registered": watch.made_with,
         "judge_watch_labels": float(watch.labels),
         "judge_watch_dropped": float(watch.dropped),
     }
+    return out | ({f"judge_watch_{watch.primary}": watch.score} if watch.labels else {})
 
 
 def judge_lora_metrics(step: JudgeLora) -> dict[str, float]:

@@ -13,6 +13,7 @@ there, or the label is, and a second person settles which.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -42,9 +43,15 @@ class Watch:
     def dropped(self) -> bool:
         """Enough new labels to tell, and agreement fell by more than the setting (an
         undefined statistic on them counts as a drop: `not <=` is true for NaN)."""
-        return self.labels >= self.min_labels and not self.drop <= self.max_drop
+        enough = self.labels > 0 and self.labels >= self.min_labels
+        return enough and not self.drop <= self.max_drop
 
     def line(self) -> str:
+        if self.labels == 0:  # a weekend, a quiet day: the common case, not an error
+            return (
+                f"Judge watch: no labels made since {self.since:%Y-%m-%d %H:%M} UTC, when "
+                f"{self.judge} was registered: nothing new to measure it on."
+            )
         head = (
             f"Judge watch: {self.judge} on the {self.labels} labels made since "
             f"{self.since:%Y-%m-%d %H:%M} UTC: {self.primary} {self.score:.3f} against "
@@ -77,6 +84,10 @@ async def watch_judge(
     if judge.made_at is None or made_with is None:
         return None
     new = [item for item in items if labelled_at.get(item.id, judge.made_at) > judge.made_at]
+    if not new:
+        return Watch(
+            judge.label, judge.primary, judge.made_at, 0, math.nan, made_with, max_drop, min_labels
+        )
     fit = fit_for(judge.scale)
     report = await fit.agreement(
         lm, judge.prompts, judge.threshold, new, seed, judge.adapter, judge.head

@@ -95,3 +95,13 @@ async def test_a_planted_drop_marks_the_judge_untrusted_and_blocks_promotion():
     assert decide(
         night_evidence(evals, replace(gate, watch=None), None), PromotionSettings()
     ).passed
+
+
+async def test_no_label_since_the_judge_was_made_is_a_quiet_night_not_an_error():
+    """The second night after a first with no labelling in between (issue 57's crash)."""
+    old = items(20, "play a song")
+    stamps = {i.id: MADE - timedelta(days=1) for i in old}
+    for min_labels in (20, 0):  # even a setting that asks for no minimum has nothing to drop on
+        quiet = await watch_judge(DriftingLM(), registered(), old, stamps, 0, 0.2, min_labels)
+        assert quiet.labels == 0 and not quiet.dropped and quiet.disagreed == ()
+        assert "no labels made since 2026-11-30 02:00 UTC" in quiet.line()
