@@ -14,7 +14,12 @@ out), against:
 - cheap variants that might reach further, each on the same readings (`--variants`): the
   feature position (the mean over the reply's tokens instead of the last prompt token), a
   second feature set (the judge's own logit of P(Yes) stacked with the head's), fixed
-  regularization strengths instead of the cross-validated one, and other pass-cut rules.
+  regularization strengths instead of the cross-validated one, and other pass-cut rules;
+- the layer the head reads (`--layers`): the residual stream at the prompt's last token
+  after layer L instead of the final norm's output (probes on middle layers often read
+  more than the last one, which is shaped for predicting the next token). On the demo's
+  splits 0-9 with the 1.5B teacher none did: layers 7-25 of 28 gave mean held-out kappa
+  0.36-0.59 against 0.578 for the last (docs/benchmarks/2026-12-06-teacher-night.md).
 
 Features are read with plain transformers (`benchmarks.teacher_features`: what
 `LM.features` returns, the final norm's output at the prompt's last token) and cached on
@@ -25,7 +30,7 @@ reply's id, so every arm reads the same planted replies), counting those the arm
 fail that it then passes.
 
     .venv/bin/python -m benchmarks.judge_reward_head [--checkpoint DIR] [--splits 0 1 2]
-        [--notes 3] [--variants] [--router N] [--cache FILE]
+        [--notes 3] [--variants] [--layers 8 12 16 20 24] [--router N] [--cache FILE]
 
 The judge model is the settings' (`[judge_lm]`, else `[lm]`), or `--checkpoint`.
 
@@ -171,6 +176,24 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def night_rule_row(name, feature, splits, readings, planted_readings, fit=None) -> Row:
+    """The night's rule (`judges.judge_head`) on `feature(reading)`: fitted on train, its
+    cut out of fold, read on validation; fitted again on both and read on held-out."""
+    (train, val, heldout), (r_train, r_val, r_held) = splits, readings
+    fit = fit or HeadFit()
+    model, y_train, y_val = JudgeModel("benchmark"), gold(train), gold(val)
+    x_train, x_val = [feature(r) for r in r_train], [feature(r) for r in r_val]
+    head = fit_head(x_train, y_train, model, fit)
+    cut = calibrate_threshold(out_of_fold(x_train, y_train, head.strength, fit), y_train)
+    val_kappa = cohen_kappa([head.p_pass(x) >= cut for x in x_val], y_val)
+    x_all, y_all = x_train + x_val, y_train + y_val
+    head = fit_head(x_all, y_all, model, fit)
+    cut = calibrate_threshold(out_of_fold(x_all, y_all, head.strength, fit), y_all)
+    probs = [head.p_pass(feature(r)) for r in r_held]
+    after = [head.p_pass(feature(r)) for r in planted_readings]
+    return row(name, probs, cut, heldout, after, val_kappa, f"C {head.strength:g}")
+
+
 def variant_rows(train, val, heldout, readings, planted_readings) -> list[Row]:
     """Cheap variants on the same readings, each with the night's rule unless named."""
     r_train, r_val, r_held = readings
@@ -180,16 +203,8 @@ def variant_rows(train, val, heldout, readings, planted_readings) -> list[Row]:
 
     def night_rule(name, feature, strengths=cfg.strengths) -> Row:
         fit = replace(cfg, strengths=tuple(strengths))
-        x_train, x_val = [feature(r) for r in r_train], [feature(r) for r in r_val]
-        head = fit_head(x_train, y_train, model, fit)
-        cut = calibrate_threshold(out_of_fold(x_train, y_train, head.strength, fit), y_train)
-        val_kappa = cohen_kappa([head.p_pass(x) >= cut for x in x_val], y_val)
-        x_all, y_all = x_train + x_val, y_train + y_val
-        head = fit_head(x_all, y_all, model, fit)
-        cut = calibrate_threshold(out_of_fold(x_all, y_all, head.strength, fit), y_all)
-        probs = [head.p_pass(feature(r)) for r in r_held]
-        after = [head.p_pass(feature(r)) for r in planted_readings]
-        return row(name, probs, cut, heldout, after, val_kappa, f"C {head.strength:g}")
+        splits = (train, val, heldout)
+        return night_rule_row(name, feature, splits, readings, planted_readings, fit)
 
     last = lambda r: r.last  # noqa: E731
     rows.append(night_rule("position: mean over the reply's tokens", lambda r: r.reply_mean))
@@ -245,7 +260,22 @@ def read_with_rubric(reader, train, val, heldout):
     return readings, planted_readings, rubric
 
 
-async def demo_split(reader, seed: int, notes: int, variants: bool) -> list[Row]:
+def layer_rows(train, val, heldout, readings, planted_readings, layers) -> list[Row]:
+    """The night's rule on the residual stream after each of `layers` (last token)."""
+    depth = len(readings[2][0].layers) - 1
+    return [
+        night_rule_row(
+            f"layer {layer} of {depth}, last token",
+            lambda r, layer=layer: r.layers[layer].astype(np.float64).tolist(),
+            (train, val, heldout),
+            readings,
+            planted_readings,
+        )
+        for layer in layers
+    ]
+
+
+async def demo_split(reader, seed: int, notes: int, variants: bool, layers=()) -> list[Row]:
     train, val, heldout = demo_items(seed, 0.4)
     print(f"split {seed}: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
     readings, planted_readings, rubric = read_with_rubric(reader, train, val, heldout)
@@ -257,17 +287,19 @@ async def demo_split(reader, seed: int, notes: int, variants: bool) -> list[Row]
         rows.append(await night_step(reader, train, val, heldout, notes, rubric.val))
     if variants:
         rows += variant_rows(train, val, heldout, readings, planted_readings)
+    rows += layer_rows(train, val, heldout, readings, planted_readings, layers)
     return rows
 
 
-async def router_split(reader, n: int) -> list[Row]:
+async def router_split(reader, n: int, layers=()) -> list[Row]:
     """The step on the first `n` router labels (60% train, 40% validation), read on the rest."""
     labels = router_labels()
     cut = round(0.6 * n)
     train, val, heldout = labels[:cut], labels[cut:n], labels[n:]
     print(f"router labels: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
-    _, _, rubric = read_with_rubric(reader, train, val, heldout)
-    return [rubric, await night_step(reader, train, val, heldout, 0, rubric.val)]
+    readings, planted_readings, rubric = read_with_rubric(reader, train, val, heldout)
+    rows = [rubric, await night_step(reader, train, val, heldout, 0, rubric.val)]
+    return rows + layer_rows(train, val, heldout, readings, planted_readings, layers)
 
 
 def show(title: str, rows: list[Row]) -> None:
@@ -304,12 +336,15 @@ async def run(args: argparse.Namespace) -> None:
     reader = TeacherReader(args.checkpoint, args.cache)
     by_split = {}
     for seed in args.splits:
-        by_split[seed] = await demo_split(reader, seed, args.notes, args.variants)
+        by_split[seed] = await demo_split(reader, seed, args.notes, args.variants, args.layers)
         show(f"demo split {seed} (66 held-out labels)", by_split[seed])
     if len(by_split) > 1:
         summary(by_split)
     if args.router:
-        show(f"router labels, the first {args.router}", await router_split(reader, args.router))
+        show(
+            f"router labels, the first {args.router}",
+            await router_split(reader, args.router, args.layers),
+        )
     print(f"\n{reader.read_now} prompts read now ({reader.seconds:.0f} s), the rest from the cache")
 
 
@@ -323,6 +358,10 @@ def main(argv: list[str] | None = None) -> None:
         "--notes", type=int, default=3, help="also the head reading K notes; 0: not"
     )
     parser.add_argument("--variants", action="store_true", help="the cheap variants too")
+    parser.add_argument(
+        "--layers", type=int, nargs="*", default=[], metavar="L",
+        help="also the head on the residual stream after layer L (0: the embeddings)",
+    )  # fmt: skip
     parser.add_argument(
         "--router", type=int, default=0, metavar="N", help="the router labels' first N"
     )

@@ -9,7 +9,10 @@ it. One forward pass per prompt gives three readings, all kept:
 - `reply_mean`: the same hidden state averaged over the judged reply's tokens (another
   feature position, measured as an alternative);
 - `p_yes`: P("Yes") / (P("Yes") + P("No")) from the same position's next-token logits,
-  the judge's own verdict (what `PointwiseJudge.p_pass` reads; both answers are one token).
+  the judge's own verdict (what `PointwiseJudge.p_pass` reads; both answers are one token);
+- `layers`: the residual stream at the prompt's last token after the embeddings and after
+  each layer (before the final norm; the last row is what `last` normalizes), to measure
+  a head on an earlier layer.
 
 Prompts share their system turn (the rubric and the data note), so it is run once and
 its key/value cache reused for each prompt's remainder (numerically equal to a whole
@@ -42,6 +45,7 @@ class Reading:
     last: np.ndarray  # float32, the final norm's output at the prompt's last token
     reply_mean: np.ndarray  # the same, averaged over the reply's tokens
     p_yes: float
+    layers: np.ndarray | None = None  # [layers + 1, hidden] float16; None in older caches
 
 
 class TeacherReader:
@@ -75,6 +79,10 @@ class TeacherReader:
         )
         return hashlib.sha256(f"{self.checkpoint}\n{text}".encode()).hexdigest()
 
+    def _has(self, key: str) -> bool:
+        """Read already, with every layer (a reading cached before `layers` is read again)."""
+        return key in self.readings and getattr(self.readings[key], "layers", None) is not None
+
     def save(self) -> None:
         if self.cache_path is not None:
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +100,7 @@ class TeacherReader:
         shared system turn. Right padding needs no mask: a causal model's real tokens never
         attend to the padding after them."""
         todo = [(self.key(m), m, r) for m, r in prompts]
-        fresh = list({k: (k, m, r) for k, m, r in todo if k not in self.readings}.values())
+        fresh = list({k: (k, m, r) for k, m, r in todo if not self._has(k)}.values())
         for start in range(0, len(fresh), batch):
             started = time.perf_counter()
             group = fresh[start : start + batch]
@@ -133,8 +141,10 @@ class TeacherReader:
         width = max(len(rest) for _, rest, _ in rows)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.tensor([rest + [pad] * (width - len(rest)) for _, rest, _ in rows])
-        states = self.model.model(input_ids=ids, past_key_values=cache, use_cache=True)
-        states = states.last_hidden_state  # after the final norm
+        passed = self.model.model(
+            input_ids=ids, past_key_values=cache, use_cache=True, output_hidden_states=True
+        )
+        states = passed.last_hidden_state  # after the final norm
         out = []
         for n, (_, rest, inside) in enumerate(rows):
             last = states[n, len(rest) - 1]
@@ -146,6 +156,9 @@ class TeacherReader:
                     last=last.float().numpy().copy(),
                     reply_mean=mean.float().numpy().copy(),
                     p_yes=float(1 / (1 + np.exp(no - yes))),
+                    layers=torch.stack([h[n, len(rest) - 1] for h in passed.hidden_states])
+                    .to(torch.float16)
+                    .numpy(),
                 )
             )
         return out

@@ -9,7 +9,8 @@ where the teacher's P(Yes) alone gave 0.33 (shared MEASURED.md). On the demo's s
 (60 + 40 labels, 66 held out) the night's head read 0.578 on average (0.427 to 0.696, AUC
 0.865) against 0.204 for P(Yes) at a calibrated cut, and an instruction to the judge
 appended to a failing reply turned 14 of 471 to pass, against 120 of 357
-(`benchmarks/judge_reward_head.py`).
+(`benchmarks/judge_reward_head.py`). The last layer it is: a head on an earlier one
+(layers 7-25 of the teacher's 28) read no better there (mean 0.36-0.59).
 
 P(pass) = sigmoid(w . (features - mean) / scale + b), with the features the judge's `LM`
 returns for its pointwise prompt (`LM.features`: the final norm's output at the prompt's

@@ -6,7 +6,7 @@ import hashlib
 
 import numpy as np
 
-from benchmarks.judge_reward_head import injected, night_step, row
+from benchmarks.judge_reward_head import injected, layer_rows, night_step, read, row
 from benchmarks.teacher_features import Reading
 from judges.injection import PROBES
 from judges.splits import judge_splits
@@ -25,7 +25,10 @@ class FakeReader:
         seed = int(hashlib.sha256(repr(messages).encode()).hexdigest()[:8], 16)
         noise = np.random.default_rng(seed).normal(size=4)
         good = 1.0 if "[good]" in reply and not self.blind else -1.0
-        return Reading(np.array([good, *noise]), np.array([good]), p_yes=0.5)
+        # the residual stream: the embeddings, a layer that carries the verdict, and a
+        # last layer that lost it
+        layers = np.array([noise, [good, *noise[1:]], noise[::-1]], dtype=np.float16)
+        return Reading(np.array([good, *noise]), np.array([good]), p_yes=0.5, layers=layers)
 
     def read_many(self, prompts):
         return [self.read(m, r) for m, r in prompts]
@@ -67,3 +70,14 @@ def test_the_night_step_is_read_as_the_night_reads_it():
     # a head that cannot beat the judge is still read, and said to be dropped by the night
     blind = asyncio.run(night_step(FakeReader(blind=True), train, val, heldout, 0, 0.2))
     assert "not kept by the night" in blind.note and blind.report["kappa"] < 0.5
+
+
+def test_a_layer_that_carries_the_verdict_is_read_and_one_that_lost_it_is_not():
+    train, val, heldout = judge_splits(items(), 0.4, 0)
+    reader = FakeReader()
+    readings = [read(reader, part) for part in (train, val, heldout)]
+    carries, lost = layer_rows(
+        train, val, heldout, readings, read(reader, injected(heldout)), [1, 2]
+    )
+    assert carries.name == "layer 1 of 2, last token" and carries.report["kappa"] == 1.0
+    assert lost.report["kappa"] < 0.5
