@@ -418,7 +418,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     unchanged = best == in_production
     evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
     evidence = night_evidence(evals, gate, production.version)
-    decision = decide(evidence, rt.settings.promotion, rt.settings.seed)
+    decision = decide(evidence, rt.settings.promotion, rt.settings.seed, unchanged)
     report = NightReport(
         run_id=run_id,
         collected=summarize(collected),

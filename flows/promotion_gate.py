@@ -51,8 +51,11 @@ class PromotionDecision:
         }
 
 
-def decide(evidence: Evidence, cfg: PromotionSettings, seed: int = 0) -> PromotionDecision:
-    """Pass only when every condition holds; the reason names each one that did not."""
+def decide(
+    evidence: Evidence, cfg: PromotionSettings, seed: int = 0, unchanged: bool = False
+) -> PromotionDecision:
+    """Pass only when every condition holds; the reason names each one that did not.
+    `unchanged`: no step was kept, so the candidate is production itself."""
     ids = sorted(set(evidence.candidate) & set(evidence.production))
     if not ids:
         return PromotionDecision(False, "no held-out example was scored for both", 0.0, None, None)
@@ -68,6 +71,10 @@ def decide(evidence: Evidence, cfg: PromotionSettings, seed: int = 0) -> Promoti
     shown = f"[{low:.3f}, {high:.3f}]" if low is not None else "(no interval)"
     measured = f"held-out gain {gain:+.3f} {shown} over {against} on {len(ids)} examples"
     failed = []
+    if unchanged:  # its zero gain is no measurement of a new version: there is none
+        failed.append(
+            "no step beat production on the selection slice, so the candidate is production itself"
+        )
     if gain < cfg.min_gain:
         failed.append(f"gain below promotion.min_gain {cfg.min_gain:.3f}")
     if low is None or low <= 0:

@@ -35,6 +35,15 @@ def test_an_interval_that_includes_zero_is_refused_with_the_numbers():
     assert "refused: its interval does not exclude zero" in decision.reason
 
 
+def test_a_night_that_kept_no_step_says_its_candidate_is_production_itself():
+    scores = [1.0] * 20 + [0.0] * 10
+    decision = decide(evidence(scores, scores), CFG, unchanged=True)
+    assert not decision.passed and decision.gain == 0.0
+    said = "no step beat production on the selection slice, so the candidate is production"
+    assert f"refused: {said} itself" in decision.reason
+    assert "no step" not in decide(evidence(scores, scores), CFG).reason
+
+
 def test_a_slice_that_falls_holds_the_version_back_even_with_a_gain():
     # GetWeather (even ids) all go from right to wrong; PlayMusic from wrong to right, twice
     # as many: the mean rises, one slice collapses.
