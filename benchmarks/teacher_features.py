@@ -81,7 +81,7 @@ class TeacherReader:
 
     def _has(self, key: str) -> bool:
         """Read already, with every layer (a reading cached before `layers` is read again)."""
-        return key in self.readings and getattr(self.readings[key], "layers", None) is not None
+        return key in self.readings and self.readings[key].layers is not None
 
     def save(self) -> None:
         if self.cache_path is not None:

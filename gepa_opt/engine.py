@@ -604,7 +604,7 @@ class GEPAEngine(Generic[DataInst]):
             return [trial.record(parent_idx) for trial in trials]
         finally:
             group.release()
-            for plan in plans:
+            for plan in plans:  # a trial gives its own back; these never ran one
                 plan.reservation.release()
                 plan.reflections.release()
             if successor is not None and not successor.parent_index.done():
