@@ -34,7 +34,7 @@ from infra.settings import LoraSettings
 from judges.injection import TRAINING, planted
 from judges.memory import ReviewedMemory
 from judges.types import JudgedItem
-from weights.lora import LLAMA_TARGET_MODULES, base_precision, training_arguments
+from weights.lora import target_modules, training_arguments, training_placement
 
 Messages = list[dict[str, str]]
 
@@ -108,19 +108,24 @@ def train_reward_head(
     started = time.perf_counter()
     set_seed(seed)  # the head and the LoRA matrices are initialised here
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    use_bf16, dtype = base_precision()
+    # the device as weights.lora chooses it; the base loads whole (no 4-bit here)
+    placement = training_placement(cfg.model_copy(update={"quantize": "none"}))
     model = AutoModelForSequenceClassification.from_pretrained(
-        base_model_path, num_labels=1, dtype=dtype
+        base_model_path, num_labels=1, dtype=placement.dtype
     )
     model.config.pad_token_id = tokenizer.pad_token_id
     with tempfile.TemporaryDirectory(prefix="flywheel-reward-head-") as scratch:
         trainer = RewardTrainer(
             model=model,
             args=RewardConfig(
-                **training_arguments(scratch, cfg, use_bf16, seed),
                 learning_rate=cfg.learning_rate,
                 max_length=cfg.max_seq_length,
-                activation_checkpointing=False,  # as weights.lora: memory is ample, speed is not
+                # on a CPU, as weights.lora: memory is ample, speed is not (a GPU's run
+                # turns it back on: `training_arguments`' keys win)
+                **(
+                    {"activation_checkpointing": False}
+                    | training_arguments(scratch, cfg, placement, seed)
+                ),
             ),
             train_dataset=Dataset.from_list(pairs),
             processing_class=tokenizer,
@@ -128,7 +133,7 @@ def train_reward_head(
                 r=cfg.rank,
                 lora_alpha=cfg.alpha,
                 lora_dropout=cfg.dropout,
-                target_modules=LLAMA_TARGET_MODULES,
+                target_modules=target_modules(model.config.model_type),
                 task_type="SEQ_CLS",  # the score head trains whole beside the adapter
             ),
         )

@@ -85,12 +85,33 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = Settings()
     prepare_environment(settings.state_dir)
+    from flows.serving import make_serving, serving_lines
     from flows.status import status_lines
     from infra.registry.mlflow_registry import Registry
 
+    registry = Registry(settings)
+    lines = status_lines(registry, settings)
+    served = make_serving(settings)
+    if served is not None:  # what the server holds beside what the registry says
+        lines += asyncio.run(serving_lines(served, registry, settings.registry.model_name))
     out = Console()
-    for line in status_lines(Registry(settings), settings):
+    for line in lines:
         out.print(line, markup=False)
+    return 0
+
+
+def _serving(args: argparse.Namespace) -> int:
+    """Re-sync the serving server with the registry, as a Prefect flow run."""
+    from infra.settings import Settings
+
+    prepare_environment(Settings().state_dir)
+    from flows.moves import serving_sync_flow
+    from flows.prefect_server import night_prefect
+
+    with night_prefect():
+        done = asyncio.run(serving_sync_flow())
+    for line in done:
+        Console().print(line, markup=False)
     return 0
 
 
@@ -144,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument("--path", default="flywheel.toml")
     init.add_argument("--force", action="store_true", help="replace an existing file")
     init.set_defaults(handler=_init)
+    serving = sub.add_parser(
+        "serving", help="the serving server: `sync` loads production's adapter, unloads old ones"
+    )
+    serving.add_argument("action", choices=["sync"])
+    serving.set_defaults(handler=_serving)
     serve = sub.add_parser("serve-model", help="serve the local model as an OpenAI-compatible API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)

@@ -1,12 +1,13 @@
-"""Promotion and rollback as Prefect flows, so that each move is a flow run with an
-artifact a person can find beside the nights (the command line runs these)."""
+"""Promotion, rollback and the serving server's re-sync as Prefect flows, so that each
+move is a flow run with an artifact a person can find beside the nights (the command
+line runs these)."""
 
 from __future__ import annotations
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows import promotion
+from flows import promotion, serving
 from infra.agents.replay import REPLAY
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
@@ -25,12 +26,20 @@ async def recorded(move: promotion.Move, model: str, description: str = "") -> p
 
 @flow(name="promote")
 async def promote_flow(version: int | None, by: str) -> promotion.Move:
-    """Move production to `version` (default: the candidate) if it passes the gate."""
+    """Move production to `version` (default: the candidate) if it passes the gate, and
+    its server answers it."""
     settings = Settings()
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
-    move = promotion.promote(
-        Registry(settings), model, version, settings.promotion, by, settings.seed, hub=hub
+    move = await serving.promote(
+        serving.make_serving(settings),
+        Registry(settings),
+        model,
+        version,
+        settings.promotion,
+        by,
+        settings.seed,
+        hub=hub,
     )
     return await recorded(move, model)
 
@@ -41,4 +50,21 @@ async def rollback_flow(by: str) -> promotion.Move:
     settings = Settings()
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
-    return await recorded(promotion.rollback(Registry(settings), model, by, hub), model)
+    served = serving.make_serving(settings)
+    return await recorded(await serving.rollback(served, Registry(settings), model, by, hub), model)
+
+
+@flow(name="serving-sync")
+async def serving_sync_flow() -> list[str]:
+    """Bring the serving server back to what the registry says (after it restarted)."""
+    settings = Settings()
+    served = serving.make_serving(settings)
+    if served is None:
+        return ["no serving server is set ([serving] base_url): nothing to sync"]
+    model = settings.registry.model_name
+    done = await serving.reconcile(served, Registry(settings), model)
+    await create_markdown_artifact(
+        markdown=f"# serving of `{model}`\n\n" + "\n".join(f"- {line}" for line in done),
+        key="serving-sync",
+    )
+    return done

@@ -23,7 +23,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.settings import get_current_settings
 from prefect.tasks import exponential_backoff
 
-from flows import feedback, stages
+from flows import feedback, serving, stages
 from flows.approval import ask_approval
 from flows.collect import (
     Collected,
@@ -40,7 +40,7 @@ from flows.label_targets import teacher_corrections
 from flows.moves import recorded
 from flows.night_report import NightReport, Registered
 from flows.progress import StageProgress
-from flows.promotion import PRODUCTION, Move, decline, promote
+from flows.promotion import PRODUCTION, Move, decline
 from flows.promotion_gate import Evidence, PromotionDecision, decide
 from flows.registration import log_feedback, production_prompts, register_versions
 from flows.report import render_markdown
@@ -266,8 +266,15 @@ async def promote_candidate(
     rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
 ) -> Move:
     model = rt.settings.registry.model_name
-    move = promote(
-        rt.registry, model, version, rt.settings.promotion, by, decision=decision, hub=rt.prompt_hub
+    move = await serving.promote(
+        serving.make_serving(rt.settings),
+        rt.registry,
+        model,
+        version,
+        rt.settings.promotion,
+        by,
+        decision=decision,
+        hub=rt.prompt_hub,
     )
     return await recorded(move, model, f"flywheel night {run_id}: promotion")
 
@@ -292,6 +299,20 @@ async def _production_move(
     if not answer.promote:
         return decline(rt.registry, rt.settings.registry.model_name, version, by)
     return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
+
+
+async def _sync_serving(rt: Runtime) -> None:
+    """Each night, the serving server brought to the registry (production's adapter loaded,
+    demoted ones past their grace period unloaded); a server that cannot be reached is a
+    warning: the night's results are registered already."""
+    served = serving.make_serving(rt.settings)
+    if served is None:
+        return
+    try:
+        for line in await serving.reconcile(served, rt.registry, rt.settings.registry.model_name):
+            log.info("serving: %s", line)
+    except Exception as err:  # the next promote, rollback or `serving sync` tries again
+        log.warning("the serving server was not synced: %s", err)
 
 
 def night_evidence(
@@ -448,6 +469,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
+    await _sync_serving(rt)
     wanted = feedback.labels_wanted(rt.settings.judge, gate.trusted)
     sent = await clock.time(
         "feedback",

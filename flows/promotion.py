@@ -28,6 +28,7 @@ HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
 PROMPTS_TAG = "flywheel.prompt_versions"  # on a model version: registered prompt -> version
 ADAPTER_TAG = "flywheel.with_adapter"  # on a model version: "true" when it holds an adapter
 MANAGED_TAG = "flywheel.managed_prompt_versions"  # on a model version: the hub's versions
+SERVED_TAG = "flywheel.served_model"  # on a model version: the name its server answers to
 DECISION = "flywheel.promotion."
 
 
@@ -58,6 +59,18 @@ def load_evidence(registry: Registry, run_id: str | None) -> Evidence | None:
     return Evidence(**data) if data else None
 
 
+@dataclass(frozen=True)
+class Approved:
+    """A version its gate let through, not yet production: what `carry_out` moves to."""
+
+    version: int
+    previous: int | None  # production now
+    tags: dict[str, str]  # the version's
+    decision: PromotionDecision
+    by: str
+    at: str
+
+
 def promote(
     registry: Registry,
     model: str,
@@ -70,6 +83,21 @@ def promote(
 ) -> Move:
     """Move `production` to `version` (default: the candidate) if it passes the gate on the
     evidence of its night; `decision`: one the caller just made on that evidence."""
+    verdict = review(registry, model, version, cfg, by, seed, decision)
+    return verdict if isinstance(verdict, Move) else carry_out(registry, model, verdict, hub)
+
+
+def review(
+    registry: Registry,
+    model: str,
+    version: int | None,
+    cfg: PromotionSettings,
+    by: str,
+    seed: int = 0,
+    decision: PromotionDecision | None = None,
+) -> Move | Approved:
+    """The gate's answer on `version` (default: the candidate), production untouched: a
+    refusal (recorded) or "unchanged" as a `Move`, else what `carry_out` needs."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     current = registry.get_alias(model, PRODUCTION)
     version = version if version is not None else registry.get_alias(model, CANDIDATE)
@@ -95,10 +123,29 @@ def promote(
     decision = decision or decide(evidence, cfg, seed)
     if not decision.passed:
         return _refuse(registry, model, version, current, decision.reason, by, now)
-    _point_production(registry, model, version, info.tags, hub)
-    move = Move("promoted", version, current, decision.reason, by, now)
-    _record(registry, model, move, decision)
+    return Approved(version, current, info.tags, decision, by, now)
+
+
+def carry_out(
+    registry: Registry,
+    model: str,
+    approved: Approved,
+    hub: PromptHub | None = None,
+    served: str | None = None,
+) -> Move:
+    """Point production (prompts, the hub's labels, the model) at an approved version;
+    `served`: the model name its server answers to, for prompts the hub must publish."""
+    _point_production(registry, model, approved.version, approved.tags, hub, served)
+    a = approved
+    move = Move("promoted", a.version, a.previous, a.decision.reason, a.by, a.at)
+    _record(registry, model, move, a.decision)
     return move
+
+
+def refuse(registry: Registry, model: str, approved: Approved, reason: str) -> Move:
+    """Refuse an approved version after all (its server could not serve it), recorded."""
+    a = approved
+    return _refuse(registry, model, a.version, a.previous, reason, a.by, a.at)
 
 
 def decline(registry: Registry, model: str, version: int, by: str) -> Move:
@@ -108,16 +155,24 @@ def decline(registry: Registry, model: str, version: int, by: str) -> Move:
     return _refuse(registry, model, version, current, "not approved", by, now)
 
 
-def rollback(registry: Registry, model: str, by: str, hub: PromptHub | None = None) -> Move:
+def rollback_target(registry: Registry, model: str) -> int | None:
+    """The version production would roll back to; None: there is none before it."""
+    current = registry.get_alias(model, PRODUCTION)
+    stack = production_stack(history(registry, model))
+    return stack[-2] if current is not None and len(stack) >= 2 else None
+
+
+def rollback(
+    registry: Registry, model: str, by: str, hub: PromptHub | None = None, served: str | None = None
+) -> Move:
     """Move production (model and prompt aliases) back to the version before it."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     current = registry.get_alias(model, PRODUCTION)
-    stack = production_stack(history(registry, model))
-    if current is None or len(stack) < 2:
+    target = rollback_target(registry, model)
+    if target is None:
         return Move("unchanged", current, current, "no earlier production version", by, now)
-    target = stack[-2]
     info = registry.model_version(model, target)
-    _point_production(registry, model, target, info.tags if info else {}, hub)
+    _point_production(registry, model, target, info.tags if info else {}, hub, served)
     move = Move("rolled back", target, current, f"back from v{current}", by, now)
     _record(registry, model, move, None)
     return move
@@ -140,6 +195,13 @@ def production_stack(moves: list[dict]) -> list[int]:
     return stack
 
 
+def served_model(model: str, version: int, tags: dict[str, str], base_model: str) -> str:
+    """The model name a serving server answers a version under: its adapter's own name
+    (never an earlier version's, so no name is ever reloaded with other weights), or the
+    base model's for a version of prompts only."""
+    return f"{model}-v{version}" if tags.get(ADAPTER_TAG) == "true" else base_model
+
+
 def publish_managed(
     registry: Registry,
     hub: PromptHub,
@@ -147,14 +209,18 @@ def publish_managed(
     version: int,
     prompts: dict[str, str],
     labels: list[str],
+    served: str | None = None,
 ) -> dict[str, int]:
     """New versions of the managed prompts for a model version, named for each other: the
-    hub's commit message names the MLflow version, a tag of it the hub's versions."""
+    hub's commit message names the MLflow version, a tag of it the hub's versions; `served`
+    (the model name the version is served under) goes in each prompt's `config.model`,
+    so an agent that reads its prompt calls the weights that were measured with it."""
     made = {}
+    config = {"model": served} if served else None
     for component, text in prompts.items():
         if component in hub.names:
             found = hub.publish(
-                component, text, labels, f"flywheel: MLflow model {model} v{version}"
+                component, text, labels, f"flywheel: MLflow model {model} v{version}", config
             )
             made[found.name] = found.version
     registry.set_model_version_tags(model, version, {MANAGED_TAG: json.dumps(made)})
@@ -162,7 +228,12 @@ def publish_managed(
 
 
 def _point_production(
-    registry: Registry, model: str, version: int, tags: dict[str, str], hub: PromptHub | None
+    registry: Registry,
+    model: str,
+    version: int,
+    tags: dict[str, str],
+    hub: PromptHub | None,
+    served: str | None = None,
 ) -> None:
     # the prompts first: an agent reading its prompt by alias never sees a half-moved version
     prompt_versions = json.loads(tags.get(PROMPTS_TAG, "{}"))
@@ -176,7 +247,7 @@ def _point_production(
                 name.removeprefix(prefix): registry.load_prompt(f"prompts:/{name}/{v}")
                 for name, v in prompt_versions.items()
             }
-            publish_managed(registry, hub, model, version, texts, [PRODUCTION])
+            publish_managed(registry, hub, model, version, texts, [PRODUCTION], served)
         else:
             for name, managed_version in managed.items():
                 hub.label(name, managed_version, [PRODUCTION])

@@ -13,7 +13,15 @@ from pathlib import Path
 
 from flows.night_figures import curves_figure, prompt_diffs
 from flows.night_report import CANDIDATE, NightReport, Registered
-from flows.promotion import ADAPTER_TAG, PRODUCTION, PROMPTS_TAG, log_evidence, publish_managed
+from flows.promotion import (
+    ADAPTER_TAG,
+    PRODUCTION,
+    PROMPTS_TAG,
+    SERVED_TAG,
+    log_evidence,
+    publish_managed,
+    served_model,
+)
 from flows.report import render_markdown
 from flows.runtime import Runtime
 from flows.stage_calls import call_metrics
@@ -137,13 +145,23 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
             tags | version_tags,
             alias=None,
         )
+        base_model = settings.serving.model or settings.lm.model
+        served = served_model(model, model_version, version_tags, base_model)
+        registry.set_model_version_tags(model, model_version, {SERVED_TAG: served})
         if passed:  # last, so that "candidate" never names a half-registered night
             for name, version in prompt_versions.items():
                 registry.set_prompt_alias(name, CANDIDATE, version)
             registry.set_model_alias(model, CANDIDATE, model_version)
             if rt.prompt_hub is not None:  # a candidate label where the agent reads
-                prompts = report.prompts
-                publish_managed(registry, rt.prompt_hub, model, model_version, prompts, [CANDIDATE])
+                publish_managed(
+                    registry,
+                    rt.prompt_hub,
+                    model,
+                    model_version,
+                    report.prompts,
+                    [CANDIDATE],
+                    served if settings.serving.base_url else None,  # a name some server knows
+                )
         run_id_mlflow = run.info.run_id
     return Registered(
         tracking_uri=mask(settings.tracking_uri),  # no user:password in the report

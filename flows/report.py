@@ -234,7 +234,8 @@ def notes(report: NightReport) -> list[str]:
     out += [f"Schedule {step.line()}." for step in report.steps]
     out += [
         f"LoRA round of step {k}: {lora.train_steps} optimizer steps, "
-        f"{lora.train_seconds / lora.train_steps:.1f} s each."
+        f"{lora.train_seconds / lora.train_steps:.1f} s each"
+        f"{f' on {lora.train_device}' if lora.train_device else ''}."
         for k, lora in report.weight_steps
         if lora.train_steps
     ]

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from flows.promotion import ADAPTER_TAG, CANDIDATE, DECISION, PRODUCTION, PROMPTS_TAG, history
+from flows.promotion import (
+    ADAPTER_TAG,
+    CANDIDATE,
+    DECISION,
+    PRODUCTION,
+    PROMPTS_TAG,
+    SERVED_TAG,
+    history,
+)
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from judges.judge import version_label
@@ -65,4 +73,6 @@ def _version(registry: Registry, model: str, version: int | None) -> str:
         return f"{model} v{version} (missing)"
     prompts = version_label(json.loads(info.tags.get(PROMPTS_TAG, "{}")))
     adapter = "with" if info.tags.get(ADAPTER_TAG) == "true" else "no"
-    return f"{model} v{version}: prompts {prompts or '?'}, {adapter} LoRA adapter"
+    served = info.tags.get(SERVED_TAG)
+    shown = f"{model} v{version}: prompts {prompts or '?'}, {adapter} LoRA adapter"
+    return shown + (f", served as {served!r}" if served else "")

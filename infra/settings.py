@@ -179,11 +179,13 @@ class JudgeLoraSettings(Section):
     alpha: PositiveInt = 16
     batch_size: PositiveInt = 8
     max_seq_length: PositiveInt = 512  # the judge's prompt holds the request and the reply
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # where it trains, as lora.device
+    quantize: Literal["none", "4bit"] = "none"  # the frozen base in 4 bits, as lora.quantize
 
     def training(self) -> LoraSettings:
         """These knobs as the trainer's (`weights.lora`), the rest at its defaults."""
         fields = ("epochs", "checkpoints", "max_steps", "learning_rate", "rank", "alpha")
-        fields += ("batch_size", "max_seq_length")
+        fields += ("batch_size", "max_seq_length", "device", "quantize")
         return LoraSettings(**{name: getattr(self, name) for name in fields})
 
 
@@ -369,6 +371,13 @@ class LoraSettings(Section):
     # tonight; its rank and targets win) rather than afresh from the base model; either
     # way the step must beat that state to be kept.
     continue_from_production: bool = True
+    # Where training runs, chosen when it starts (the report says which): auto takes a
+    # CUDA GPU when torch sees one (bf16 where it has it, activations recomputed to save
+    # its memory), else the CPU; cuda refuses to fall back to the CPU.
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # QLoRA: the frozen base loaded in 4 bits (nf4, bf16 compute) and only the adapter in
+    # full precision, for a base too big for the GPU's memory. Needs CUDA and bitsandbytes.
+    quantize: Literal["none", "4bit"] = "none"
 
     @model_validator(mode="after")
     def _whole_grpo_groups(self) -> LoraSettings:
@@ -467,6 +476,27 @@ class RegistrySettings(Section):
     experiment: str = "flywheel"
     prompt_name: str = "agent"
     model_name: str = "agent"
+
+
+class ServingSettings(Section):
+    """The server production runs on (vLLM with `--enable-lora` and runtime LoRA loading,
+    or `flywheel serve-model`, which speaks the same API). Each registered version with an
+    adapter is served there under a name of its own, `<model>-v<version>`: `flywheel
+    promote` and `rollback` load it, check that it answers, then move the aliases, and
+    publish the name as the Langfuse prompt's `config.model`, so the agent calls the pair
+    that was measured. Unset `base_url`: no server, the moves touch the registry only."""
+
+    base_url: str = ""  # e.g. http://vllm:8000/v1; empty = no serving server
+    model: str = ""  # the base model's name there (vLLM's --served-model-name); empty = [lm]'s
+    api_key: SecretStr | None = None  # env only: FLYWHEEL_SERVING__API_KEY
+    # Where flywheel puts each version's adapter for the server to read (a volume both
+    # mount); empty = <state_dir>/serving. The server may mount it elsewhere:
+    adapter_dir: str = ""
+    server_adapter_dir: str = ""  # that folder as the server sees it; empty = adapter_dir
+    # A demoted version stays loaded this long (requests in flight, a quick rollback),
+    # then the next promote, rollback or `flywheel serving sync` unloads it.
+    unload_after_s: NonNegativeFloat = 3600.0
+    timeout_s: PositiveFloat = 120.0  # per request: loading an adapter can take a while
 
 
 class NetworkSettings(Section):
@@ -571,6 +601,7 @@ class Settings(BaseSettings):
     promotion: PromotionSettings = Field(default_factory=PromotionSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     network: NetworkSettings = Field(default_factory=NetworkSettings)
@@ -621,7 +652,7 @@ class _NoSecretsToml(TomlConfigSettingsSource):
 
     def __call__(self):
         data = super().__call__()
-        for section in ("lm", "reflection", "judge_lm"):
+        for section in ("lm", "reflection", "judge_lm", "serving"):
             if "api_key" in (data.get(section) or {}):
                 raise ValueError(
                     f"{section}.api_key must not be written in the TOML file; set "

@@ -149,10 +149,22 @@ def chat_completion(
 @contextmanager
 def serving(fake: FakeOpenAI) -> Iterator[str]:
     """The fake on a free loopback port in a background thread; yields its base URL."""
+    with on_loopback(fake.app()) as url:
+        yield url
+
+
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(fake.app(), host="127.0.0.1", port=port, log_level="warning")
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def on_loopback(app, port: int | None = None) -> Iterator[str]:
+    """An ASGI app served on a loopback port (a free one by default) in a background
+    thread; yields its OpenAI-style base URL."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -42,7 +42,7 @@ def steps() -> list[Step]:
     prompt = PromptStage({"instructions": "i"}, 0.2, 0.4, 100, 5, 3, proposals=6, differed=4)
     lora = LoraRound(
         "/a", False, 12, 1.5, 0.4, 0.3, note="no example's samples differed", train_steps=4,
-        train_seconds=30.0,
+        train_seconds=30.0, train_device="cpu (float32)",
     )  # fmt: skip
     kept = decide_step(0.2, 0.3, on, 0.0, 0, "")
     dropped = decide_step(0.3, 0.1, on, 0.0, 1, "")
@@ -105,7 +105,7 @@ def test_untrusted_judge_and_dropped_adapter_are_said():
     text = render_markdown(report(0.05))
     assert "Judge not trusted" in text and "do not promote" in text
     assert "LoRA round of step 2: no example's samples differed" in text
-    assert "LoRA round of step 2: 4 optimizer steps, 7.5 s each." in text
+    assert "LoRA round of step 2: 4 optimizer steps, 7.5 s each on cpu (float32)." in text
     assert "Judge not trusted" not in render_markdown(report(0.5))
     assert report(0.05).metrics()["judge_trusted"] == 0.0
 

@@ -68,7 +68,8 @@ def test_adapter_is_saved_whole_with_tokenizer(trained):
     assert not list(result.path.parent.glob(".*partial"))
     # its summary came with it, in the same rename: a resumed night can account for it
     summary = json.loads((result.path / TRAINING_SUMMARY).read_text())
-    assert summary == result.summary() and summary["steps"] == 2
+    assert summary == result.to_json() and summary["steps"] == 2
+    assert summary["device"] == result.device and result.device  # where it trained
 
 
 def test_adapter_changes_the_logits(trained):

@@ -96,8 +96,8 @@ def trained(monkeypatch) -> TrainedRuns:
                 folder.mkdir(parents=True)
                 (folder / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
                 (folder / ADAPTER_WEIGHTS).write_bytes(b"weights")
-            result = AdapterResult(target, 1.25, 3, len(records), 0.1)
-            (target / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
+            result = AdapterResult(target, 1.25, 3, len(records), 0.1, "cpu (float32)")
+            (target / TRAINING_SUMMARY).write_text(json.dumps(result.to_json()))
             return result
 
         return train
@@ -178,6 +178,7 @@ async def test_a_resumed_round_reuses_the_adapter_it_finished(tmp_path, trained)
     first = await run(AdapterModel(), judged(0.7), tmp_path)
     again = await run(AdapterModel(), judged(0.7), tmp_path)  # a crash came after training
     assert len(trained) == 1 and again.train_loss == first.train_loss and again.kept
+    assert again.train_device == first.train_device == "cpu (float32)"  # its training.json's
 
 
 async def test_a_night_builds_on_the_adapter_in_production(tmp_path, trained):
@@ -353,6 +354,7 @@ async def test_grpo_samples_prompts_once_and_its_replies_are_judged_on_the_night
     first = judge.judged[2]  # a reply is judged as a rollout of its record's example
     assert first[0].startswith("t") and first[1] == "play play " and first[2][0]["role"] == "user"
     assert (result.train_steps, result.train_seconds) == (3, 0.1)
+    assert result.train_device == "cpu (float32)"  # for the report's line on the round
     records = (tmp_path / "n1" / "training" / "grpo.jsonl").read_text().splitlines()
     assert {json.loads(r)["example_id"] for r in records} < {f"t{i}" for i in range(6)}
 

@@ -1,10 +1,13 @@
-"""Training a LoRA adapter on judged records, on CPU: supervised fine-tuning with trl's
-SFTTrainer, preference tuning with its DPOTrainer, or online RL with its GRPOTrainer. All
-share the model, the LoRA configuration and the folder handling; only the trainer and its
+"""Training a LoRA adapter on judged records, on a CUDA GPU where there is one and on the
+CPU otherwise (`lora.device`): supervised fine-tuning with trl's SFTTrainer, preference
+tuning with its DPOTrainer, or online RL with its GRPOTrainer. All share the model, the
+placement, the LoRA configuration and the folder handling; only the trainer and its
 records differ."""
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import math
 import shutil
@@ -18,16 +21,33 @@ from typing import Any
 
 import torch
 from datasets import Dataset
-from peft import LoraConfig, PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, set_seed
+from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    BitsAndBytesConfig,
+    PretrainedConfig,
+    TrainerCallback,
+    set_seed,
+)
 from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 
 from infra.settings import LoraSettings
 
-# Every linear layer of a Llama block: attention and MLP.
-TRAINING_SUMMARY = "training.json"  # in the adapter folder: loss, steps, examples, seconds
+# in the adapter folder: loss, steps, examples, seconds, and the device it trained on
+TRAINING_SUMMARY = "training.json"
 CHECKPOINTS = "checkpoints"  # in the adapter folder: the run's earlier adapters, step-<n>
-LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# Every linear layer of a block, attention and MLP (`LoraSettings`' comment says why), by
+# the checkpoint's config.model_type; any other architecture gets peft's "all-linear"
+# (every linear layer but the output head), which finds the same layers by type.
+_ATTENTION, _MLP = ("q_proj", "k_proj", "v_proj", "o_proj"), ("gate_proj", "up_proj", "down_proj")
+TARGET_MODULES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"), _ATTENTION + _MLP
+    ),
+    "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),  # fused projections
+}
 
 # (step, total_steps, latest training loss or None before the first log)
 ProgressCallback = Callable[[int, int, float | None], None]
@@ -43,14 +63,23 @@ class AdapterResult:
     steps: int
     examples: int  # records that fit `max_seq_length` and were trained on
     seconds: float
+    # where it trained, e.g. "cuda:0 (NVIDIA H100 80GB HBM3, bf16)" or "cpu (float32)";
+    # "" for a result that does not say
+    device: str = ""
 
     def summary(self) -> dict[str, float]:
+        """The run's figures, numbers only: they go on as metrics."""
         return {
             "train_loss": self.train_loss,
             "steps": self.steps,
             "examples": self.examples,
             "seconds": self.seconds,
         }
+
+    def to_json(self) -> dict[str, float | str]:
+        """What `TRAINING_SUMMARY` holds: the figures and the device, so a resumed night
+        that reuses the adapter can still say where it trained."""
+        return {**self.summary(), "device": self.device}
 
 
 def train_sft_adapter(
@@ -67,9 +96,10 @@ def train_sft_adapter(
     """Train a LoRA adapter on prompt-completion records and save it into `output_dir`.
 
     Loss falls on the completion only. With `base_adapter`, training continues that adapter
-    (its rank and targets win over `cfg`'s). `bf16=None` uses bf16 base weights and
-    autocast where the CPU has native bf16 instructions (~3.5x faster than fp32 on an
-    avx512_bf16 CPU, same loss curve); the LoRA matrices stay fp32.
+    (its rank and targets win over `cfg`'s). It runs where `cfg.device` says
+    (`training_placement`). `bf16=None` uses bf16 base weights and autocast where the GPU
+    supports bf16, or where the CPU has native bf16 instructions (~3.5x faster than fp32
+    on an avx512_bf16 CPU, same loss curve); the LoRA matrices stay fp32.
     The adapter, tokenizer and training summary (`TRAINING_SUMMARY`) are written to a
     sibling temp folder and renamed into place, so `output_dir` either holds a whole
     adapter with its summary or does not exist.
@@ -79,7 +109,9 @@ def train_sft_adapter(
         max_length=cfg.max_seq_length,
         completion_only_loss=True,
         packing=False,
-        activation_checkpointing=False,  # trl turns it on; memory is ample, speed is not
+        # on a CPU (a GPU's run turns it back on: `training_arguments`): trl turns it on;
+        # memory is ample there, speed is not
+        activation_checkpointing=False,
     )
     return _train(
         (SFTTrainer, SFTConfig, specific, ("prompt", "completion")),
@@ -163,17 +195,120 @@ def base_precision(bf16: bool | None = None) -> tuple[bool, torch.dtype]:
     return use_bf16, torch.bfloat16 if use_bf16 else torch.float32
 
 
-def training_arguments(scratch: str, cfg: LoraSettings, bf16: bool, seed: int) -> dict:
+@dataclass(frozen=True)
+class Placement:
+    """Where a training run goes and in what precision: decided once, before the base is
+    loaded, and reported with the result (`AdapterResult.device`)."""
+
+    device: str  # "cpu" or "cuda"
+    bf16: bool  # bf16 autocast and a bf16 frozen base; float32 otherwise
+    four_bit: bool = False  # the frozen base in 4-bit nf4 (QLoRA)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.bf16 else torch.float32
+
+    def describe(self) -> str:
+        """e.g. "cuda:0 (NVIDIA H100 80GB HBM3, bf16)" or "cpu (float32)"."""
+        precision = "bf16" if self.bf16 else "float32"
+        if self.four_bit:
+            precision = f"4-bit nf4 base, {precision}"
+        if self.device == "cpu":
+            return f"cpu ({precision})"
+        index = torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)}, {precision})"
+
+
+def training_placement(cfg: LoraSettings, bf16: bool | None = None) -> Placement:
+    """The device `cfg.device` asks for and the precision it trains in there. "auto" takes
+    CUDA when torch sees it: a GPU step is what makes a LoRA round minutes, not hours. On
+    the CPU this is `base_precision`, as it always was; on a GPU, bf16 where it supports
+    it. `bf16` overrides the precision either way."""
+    cuda = torch.cuda.is_available()
+    if cfg.device == "cuda" and not cuda:
+        raise ValueError(
+            "lora.device is 'cuda' but torch sees no CUDA device (a CPU-only torch build, or "
+            "no GPU visible to this process); set it to 'auto' or 'cpu'."
+        )
+    on_gpu = cuda and cfg.device != "cpu"
+    if cfg.quantize == "4bit":
+        _check_four_bit(on_gpu, cfg.device)
+    if on_gpu:
+        use_bf16 = torch.cuda.is_bf16_supported() if bf16 is None else bf16
+    else:
+        use_bf16, _ = base_precision(bf16)
+    return Placement("cuda" if on_gpu else "cpu", use_bf16, cfg.quantize == "4bit")
+
+
+def _check_four_bit(on_gpu: bool, device: str) -> None:
+    """QLoRA's 4-bit base runs on bitsandbytes' CUDA kernels alone."""
+    if not on_gpu:
+        where = "lora.device is 'cpu'" if device == "cpu" else "torch sees no CUDA device"
+        raise ValueError(
+            f"lora.quantize '4bit' needs a CUDA device, but {where}; set it to 'none'."
+        )
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ValueError(
+            "lora.quantize '4bit' needs the bitsandbytes package, which is not installed; "
+            "install it or set lora.quantize to 'none'."
+        )
+
+
+def target_modules(model_type: str) -> list[str] | str:
+    """The layers LoRA goes on for an architecture: the table's, else peft's "all-linear"."""
+    known = TARGET_MODULES.get(model_type)
+    return list(known) if known else "all-linear"
+
+
+def lora_config(cfg: LoraSettings, base_model_path: str | Path) -> LoraConfig:
+    """The adapter to train afresh on the base: `cfg`'s shape on its architecture's layers,
+    checked first on a weightless copy of the architecture, so that a model LoRA cannot be
+    put on fails as one sentence before any weights load, not deep inside trl."""
+    config = AutoConfig.from_pretrained(base_model_path)
+    peft_config = LoraConfig(
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=target_modules(config.model_type),
+        task_type="CAUSAL_LM",
+    )
+    _check_placement(config, peft_config, base_model_path)
+    return peft_config
+
+
+def _check_placement(
+    config: PretrainedConfig, peft_config: LoraConfig, base_model_path: str | Path
+) -> None:
+    with torch.device("meta"):  # no memory: the layers' names and types are what peft reads
+        skeleton = AutoModelForCausalLM.from_config(config)
+    try:
+        get_peft_model(skeleton, copy.deepcopy(peft_config))
+    except Exception as err:
+        raise _unplaceable(config.model_type, base_model_path, err) from err
+
+
+def _unplaceable(model_type: str, base_model_path: str | Path, err: Exception) -> ValueError:
+    return ValueError(
+        f"LoRA cannot be placed on model_type {model_type!r} of {base_model_path} "
+        f"({str(err).rstrip('.')}); add its layer names to weights.lora.TARGET_MODULES."
+    )
+
+
+def training_arguments(scratch: str, cfg: LoraSettings, placement: Placement, seed: int) -> dict:
     """What every trl trainer here is given, whatever its method: the batch (micro-batches
-    accumulated), the length of the run, CPU only, no saves or reports of its own."""
+    accumulated), the length of the run, the device, no saves or reports of its own. Its
+    keys win over a method's own: on a GPU, activations are recomputed in the backward
+    pass whatever the method does on a CPU, since there memory is what runs out."""
+    on_gpu = placement.device == "cuda"
     return dict(
         output_dir=scratch,
         per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
         gradient_accumulation_steps=math.ceil(cfg.batch_size / cfg.micro_batch_size),
         num_train_epochs=cfg.epochs,
         max_steps=cfg.max_steps or -1,  # -1: trl's "epochs decide"
-        bf16=bf16,
-        use_cpu=True,
+        bf16=placement.bf16,
+        use_cpu=not on_gpu,
+        **({"activation_checkpointing": True} if on_gpu else {}),
         dataloader_num_workers=0,
         save_strategy="no",
         report_to=[],
@@ -206,25 +341,18 @@ def _train(
     output_dir = Path(output_dir)
     if output_dir.exists():
         raise FileExistsError(f"{output_dir} already exists; adapters are never overwritten")
-    use_bf16, dtype = base_precision(bf16)
+    placement = training_placement(cfg, bf16)
+    peft_config = lora_config(cfg, base_model_path) if base_adapter is None else None
 
     started = time.perf_counter()
     set_seed(seed)  # before the LoRA matrices are initialised
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    # The frozen base may as well be bf16 under bf16 autocast (half the memory, no per-step
-    # weight casts); peft keeps the trainable LoRA matrices in fp32 either way.
-    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=dtype)
-    peft_config = None
-    if base_adapter is None:
-        peft_config = LoraConfig(
-            r=cfg.rank,
-            lora_alpha=cfg.alpha,
-            lora_dropout=cfg.dropout,
-            target_modules=LLAMA_TARGET_MODULES,
-            task_type="CAUSAL_LM",
-        )
-    else:
-        model = PeftModel.from_pretrained(model, str(base_adapter), is_trainable=True)
+    model = load_base(base_model_path, placement)
+    if base_adapter is not None:
+        try:
+            model = PeftModel.from_pretrained(model, str(base_adapter), is_trainable=True)
+        except ValueError as err:  # its targets are not layers of this base
+            raise _unplaceable(model.config.model_type, base_model_path, err) from err
 
     partial = output_dir.with_name(f".{output_dir.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # left by a crashed earlier run
@@ -232,7 +360,7 @@ def _train(
     with tempfile.TemporaryDirectory(prefix="flywheel-lora-") as scratch:
         trainer = trainer_class(
             model=model,
-            args=config_class(**training_arguments(scratch, cfg, use_bf16, seed), **specific),
+            args=config_class(**(specific | training_arguments(scratch, cfg, placement, seed))),
             train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
             peft_config=peft_config,
@@ -254,12 +382,33 @@ def _train(
         steps=output.global_step,
         examples=len(trainer.train_dataset),
         seconds=time.perf_counter() - started,
+        device=placement.describe(),
     )
     # inside the folder before the rename: a crash leaves the adapter with its summary or
     # neither, never an adapter a resumed night cannot account for
-    (partial / TRAINING_SUMMARY).write_text(json.dumps(result.summary()))
+    (partial / TRAINING_SUMMARY).write_text(json.dumps(result.to_json()))
     partial.rename(output_dir)
     return result
+
+
+def load_base(base_model_path: str | Path, placement: Placement) -> torch.nn.Module:
+    """The frozen base as `placement` wants it. It may as well be bf16 under bf16 autocast
+    (half the memory, no per-step weight casts); peft keeps the trainable LoRA matrices in
+    fp32 either way. The trainer moves a plain base to the GPU; a 4-bit one is put there
+    as it loads (computing in bf16 where the GPU has it), and prepared for training as
+    peft's QLoRA recipe says (its other weights in fp32, activations recomputed)."""
+    if not placement.four_bit:
+        return AutoModelForCausalLM.from_pretrained(base_model_path, dtype=placement.dtype)
+    quantization = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=placement.dtype
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        base_model_path,
+        dtype=placement.dtype,
+        quantization_config=quantization,
+        device_map={"": torch.cuda.current_device()},
+    )
+    return prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
 
 
 def checkpoints(adapter_dir: Path) -> list[Path]:

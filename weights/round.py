@@ -66,6 +66,7 @@ class LoraRound:
     trained_from: str | None = None  # the adapter folder training went on from; None: base
     train_steps: int = 0  # optimizer steps, all stages
     train_seconds: float = 0.0  # training's wall time, all stages (GRPO's sampling included)
+    train_device: str = ""  # where the last stage trained, e.g. "cpu (float32)"; "": unknown
 
     @property
     def adapter_path(self) -> str | None:
@@ -140,6 +141,7 @@ async def lora_round(
             return LoraRound(None, False, 0, None, without, None, note=f"{kind}: {err}")
         start, train_loss = str(adapter_dir), summary["train_loss"]
         steps, seconds = steps + int(summary["steps"]), seconds + summary["seconds"]
+        device = str(summary.get("device", ""))  # an adapter saved before it was recorded
     await release_free_heap()  # and training's, before the adapter is served
     sets = tuple(str(_training_set(run_dir, kind)) for kind, _ in stages)
     records = sum(len(stage) for _, stage in stages)
@@ -153,7 +155,7 @@ async def lora_round(
         )
         return LoraRound(
             None, False, records, train_loss, without, None, note, sets, before,
-            train_steps=steps, train_seconds=seconds,
+            train_steps=steps, train_seconds=seconds, train_device=device,
         )  # fmt: skip
     chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
     keep = with_adapter >= without
@@ -172,6 +174,7 @@ async def lora_round(
         trained_from=base.path if base and cfg.continue_from_production else None,
         train_steps=steps,
         train_seconds=seconds,
+        train_device=device,
     )
 
 
@@ -293,12 +296,13 @@ async def train_once(
     cfg: LoraSettings,
     seed: int,
     reward: Callable[..., Awaitable[list[float | None]]] | None = None,
-) -> tuple[Path, dict[str, float]]:
+) -> tuple[Path, dict[str, float | str]]:
     """Train one stage's adapter into `target`, or reuse it if a crash came after training
     finished (the adapter folder appears whole, with its summary, or not at all); the
     adapter and its training summary. Its records are written first, beside it, and kept
     with a reused adapter: they are the ones it was trained on, not a resumed night's new
-    samples. `reward`: GRPO's."""
+    samples. `reward`: GRPO's. The summary is `TRAINING_SUMMARY`'s: figures, and the
+    device it trained on where it says."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
         return target, json.loads((target / TRAINING_SUMMARY).read_text())
     path = _training_set(target.parent, kind)
@@ -316,4 +320,4 @@ async def train_once(
     result = await run_in_own_thread(
         train, records, model, target, cfg, seed=seed, base_adapter=start
     )
-    return result.path, result.summary()
+    return result.path, result.to_json()

@@ -66,14 +66,19 @@ class PromptHub:
         return found
 
     def publish(
-        self, component: str, text: str, labels: list[str], commit_message: str
+        self,
+        component: str,
+        text: str,
+        labels: list[str],
+        commit_message: str,
+        config: dict[str, Any] | None = None,
     ) -> ManagedPrompt:
         """A new version of the component's prompt with `text`, like the one in production
-        (type, other chat messages, config)."""
+        (type, other chat messages, config; `config`'s keys replace that config's)."""
         name = self.names[component]
         like = self._get(name, PRODUCTION)
         common = {"name": name, "labels": labels, "commit_message": commit_message}
-        config = like.config if like else {}
+        config = (like.config if like else {}) | (config or {})
         if like is not None and like.messages is not None:
             messages = [
                 {**m, "content": text} if m.get("role") == "system" else m for m in like.messages
