@@ -301,20 +301,6 @@ async def _production_move(
     return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
 
 
-async def _sync_serving(rt: Runtime) -> None:
-    """Each night, the serving server brought to the registry (production's adapter loaded,
-    demoted ones past their grace period unloaded); a server that cannot be reached is a
-    warning: the night's results are registered already."""
-    served = serving.make_serving(rt.settings)
-    if served is None:
-        return
-    try:
-        for line in await serving.reconcile(served, rt.registry, rt.settings.registry.model_name):
-            log.info("serving: %s", line)
-    except Exception as err:  # the next promote, rollback or `serving sync` tries again
-        log.warning("the serving server was not synced: %s", err)
-
-
 def night_evidence(
     evals: dict[str, stages.Evaluation], gate: JudgeGate, baseline: int | None
 ) -> Evidence:
@@ -469,7 +455,10 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
-    await _sync_serving(rt)
+    # production's adapter loaded, demoted ones past their grace period unloaded
+    await serving.tidy(
+        serving.make_serving(rt.settings), rt.registry, rt.settings.registry.model_name
+    )
     wanted = feedback.labels_wanted(rt.settings.judge, gate.trusted)
     sent = await clock.time(
         "feedback",

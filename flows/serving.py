@@ -14,6 +14,7 @@ after the next command.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import shutil
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from infra.registry.mlflow_registry import Registry
 from infra.settings import LMSettings, PromotionSettings, Settings
 from infra.traces.prompt_hub import PromptHub
 from weights.adapters import adapter_files_ok
+
+log = logging.getLogger(__name__)
 
 # What a bring-up asks: one greedy token proves the name answers, and costs nothing.
 PROBE = [{"role": "user", "content": "Say OK."}]
@@ -62,7 +65,7 @@ def make_serving(settings: Settings, server: AdapterLM | None = None) -> Serving
             model=base_model,
             api_key=cfg.api_key,
             timeout_s=cfg.timeout_s,
-            max_retries=2,
+            max_retries=2,  # a person waits on a move: two tries more, then a sentence
         )
         server = OpenAILM(lm)
     folder = Path(cfg.adapter_dir) if cfg.adapter_dir else settings.state_dir / "serving"
@@ -178,8 +181,7 @@ async def promote(
         except ServingFailed as failure:
             return promotion.refuse(registry, model, verdict, str(failure))
     move = promotion.carry_out(registry, model, verdict, hub, served)
-    if serving is not None:
-        await reconcile(serving, registry, model)
+    await tidy(serving, registry, model)
     return move
 
 
@@ -198,33 +200,18 @@ async def rollback(
             current = registry.get_alias(model, PRODUCTION)
             return Move("refused", target, current, f"no rollback: {failure}", by, now)
     move = promotion.rollback(registry, model, by, hub, served)
-    if serving is not None:
-        await reconcile(serving, registry, model)
+    await tidy(serving, registry, model)
     return move
 
 
-async def serving_lines(serving: Serving, registry: Registry, model: str) -> list[str]:
-    """What the server holds beside what the registry says it should, for `flywheel
-    status`; a server that cannot be asked is a line, not a failure."""
-    head = f"Serving at {serving.where}:"
+async def tidy(serving: Serving | None, registry: Registry, model: str) -> None:
+    """After a move, and after each night: the server reconciled with the registry. A
+    failure is a warning: production has moved already (or the night is registered), and
+    the next command, night or `flywheel serving sync` tries again."""
+    if serving is None:
+        return
     try:
-        loaded = set(await serving.server.adapters())
-    except Exception as error:  # status reports; it never fails on the server's account
-        return [f"{head} not reachable ({type(error).__name__}: {error})"]
-    lines = [f"{head} loaded {', '.join(sorted(loaded)) or 'no adapter'}"]
-    current = registry.get_alias(model, PRODUCTION)
-    info = registry.model_version(model, current) if current is not None else None
-    if info is not None:
-        name = served_model(model, current, info.tags, serving.base_model)
-        if name == serving.base_model or name in loaded:
-            lines.append(f"  production v{current} is served as {name!r}")
-        else:
-            lines.append(
-                f"  production v{current} should be served as {name!r}, which the server does "
-                "not hold (restarted?): `flywheel serving sync` loads it"
-            )
-    wanted = still_wanted(registry, model, serving.unload_after_s, datetime.now(UTC))
-    extra = sorted(name for name in loaded if owned(model, name) and name not in wanted)
-    if extra:
-        lines.append(f"  not production: {', '.join(extra)} (`flywheel serving sync` unloads)")
-    return lines
+        for line in await reconcile(serving, registry, model):
+            log.info("serving: %s", line)
+    except Exception as error:
+        log.warning("the server at %s was not synced: %s", serving.where, error)

@@ -240,3 +240,20 @@ def test_the_command_line_shows_and_syncs_the_server(
             assert main(["serving", "sync"]) == 0
         assert f"production v{v1} answers as 'agent-v{v1}'" in capsys.readouterr().out
         assert asyncio.run(loaded(url)) == [f"agent-v{v1}"]
+
+
+async def test_a_server_lost_after_the_move_is_a_warning_not_a_failed_move(
+    checkpoint, adapters, tmp_path, monkeypatch, caplog
+):
+    with model_server(checkpoint) as url:
+        srv = serving.make_serving(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url))
+        v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
+
+        async def lost(*args, **kwargs):
+            raise ConnectionError("the server went away")
+
+        monkeypatch.setattr(serving, "reconcile", lost)
+        move = await serving.promote(srv, registry, MODEL, v1, CFG, "ada")
+        assert move.action == "promoted" and registry.get_alias(MODEL, PRODUCTION) == v1
+        assert "was not synced: the server went away" in caplog.text
