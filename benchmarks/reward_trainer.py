@@ -2,9 +2,9 @@
 preferred and a rejected exchange (`RewardTrainer` on `AutoModelForSequenceClassification`,
 one label). The MT-Bench benchmark's pairwise reward arm trains it
 (`benchmarks/pairwise_reward.py`), and `benchmarks/judge_lora.py --reward-head` keeps it as
-the demo's first reward-head arm, whose figures the README records. The night's reward-model
-judge is another thing: a logistic head on the judge model's frozen features
-(`judges/reward_head.py`, measured by `benchmarks/judge_reward_head.py`).
+the demo's first reward-head arm, whose figures docs/benchmarks/judge-demo-labels.md records.
+The night's reward-model judge is another thing: a logistic head on the judge model's frozen
+features (`judges/reward_head.py`, measured by `benchmarks/judge_reward_head.py`).
 
 For a pass/fail judge, the pairs are a passing and a failing exchange from the training
 labels: every labelled exchange is in at least one pair, and with `injections` each failing

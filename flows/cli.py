@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import json
+import os
 import sys
 import traceback
 import warnings
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
@@ -19,11 +22,24 @@ from flows.environment import prepare_environment
 
 console = Console(stderr=True)
 
+# Exit codes, for schedulers and scripts (also in `flywheel --help`).
+OK = 0
+NIGHT_FAILED = 1  # the night stopped midway; `flywheel run --resume RUN_ID` goes on
+USAGE = 2  # a wrong command or option, or settings that cannot load (the sentence says)
+LOCKED = 3  # another night holds the state folder's lock
+GATE_REFUSED = 4  # the gate refused the candidate (a night's, or `promote`'s); nothing moved
+EXIT_CODES = """exit codes:
+  0  done (for `run`: its candidate passed the gate, promoted or awaiting approval)
+  1  the night failed midway: `flywheel run --resume RUN_ID` goes on from there
+  2  a wrong command or option, or settings that cannot load (one sentence says which)
+  3  another night holds this state folder's lock
+  4  the gate refused the candidate (the night's, or the one `promote` named): nothing moved"""
+
 
 def _run(args: argparse.Namespace) -> int:
-    from infra.settings import Settings
+    from infra.settings_errors import load_settings
 
-    settings = Settings()
+    settings = load_settings()
     prepare_environment(settings.state_dir)
     from flows.night_lock import one_night
     from flows.nightly import nightly
@@ -46,9 +62,10 @@ def _run(args: argparse.Namespace) -> int:
                 raise
             except Exception as error:  # a night's end: one sentence, the traceback kept
                 _night_failed(rt.run_dir(run_id), run_id, error)
-                return 1
+                return NIGHT_FAILED
     print_summary(report, Console())
-    return 0
+    refused = report.promotion is not None and not report.promotion.passed
+    return GATE_REFUSED if refused else OK
 
 
 def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
@@ -63,10 +80,10 @@ def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
 
 
 def _move(args: argparse.Namespace) -> int:
-    """Promote or roll back, as a Prefect flow run; refused promotions exit 1."""
-    from infra.settings import Settings
+    """Promote or roll back, as a Prefect flow run; a refused one exits GATE_REFUSED."""
+    from infra.settings_errors import load_settings
 
-    prepare_environment(Settings().state_dir)
+    prepare_environment(load_settings().state_dir)
     from flows.moves import promote_flow, rollback_flow
     from flows.prefect_server import night_prefect
 
@@ -77,34 +94,41 @@ def _move(args: argparse.Namespace) -> int:
         else:
             move = asyncio.run(rollback_flow(by=by))
     Console().print(move.line(), markup=False)
-    return 1 if move.action == "refused" else 0
+    return GATE_REFUSED if move.action == "refused" else OK
 
 
 def _status(args: argparse.Namespace) -> int:
-    from infra.settings import Settings
+    from infra.settings_errors import load_settings
 
-    settings = Settings()
+    settings = load_settings()
     prepare_environment(settings.state_dir)
-    from flows.serving import make_serving, serving_lines
-    from flows.status import status_lines
+    from flows.serving import make_serving, serving_lines, serving_state
+    from flows.status import render, status_data
     from infra.registry.mlflow_registry import Registry
 
     registry = Registry(settings)
-    lines = status_lines(registry, settings)
+    data = status_data(registry, settings)
     served = make_serving(settings)
+    model = settings.registry.model_name
+    if args.json:  # for scripts and dashboards: the same facts, with the server's
+        if served is not None:
+            data["serving"] = asyncio.run(serving_state(served, registry, model))
+        print(json.dumps(data, indent=2))
+        return OK
+    lines = render(data)
     if served is not None:  # what the server holds beside what the registry says
-        lines += asyncio.run(serving_lines(served, registry, settings.registry.model_name))
+        lines += asyncio.run(serving_lines(served, registry, model))
     out = Console()
     for line in lines:
         out.print(line, markup=False)
-    return 0
+    return OK
 
 
 def _serving(args: argparse.Namespace) -> int:
     """Re-sync the serving server with the registry, as a Prefect flow run."""
-    from infra.settings import Settings
+    from infra.settings_errors import load_settings
 
-    prepare_environment(Settings().state_dir)
+    prepare_environment(load_settings().state_dir)
     from flows.moves import serving_sync_flow
     from flows.prefect_server import night_prefect
 
@@ -112,7 +136,7 @@ def _serving(args: argparse.Namespace) -> int:
         done = asyncio.run(serving_sync_flow())
     for line in done:
         Console().print(line, markup=False)
-    return 0
+    return OK
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -129,21 +153,47 @@ def _init(args: argparse.Namespace) -> int:
         f"Wrote {target}: put the secrets its first lines name in the environment, "
         "then `flywheel run`."
     )
-    return 0
+    return OK
 
 
 def _serve(args: argparse.Namespace) -> int:
     from infra.lm.server import serve
-    from infra.settings import Settings
+    from infra.settings_errors import load_settings
 
-    serve(Settings().lm, host=args.host, port=args.port, adapter_path=args.adapter)
-    return 0
+    serve(load_settings().lm, host=args.host, port=args.port, adapter_path=args.adapter)
+    return OK
 
 
 def main(argv: list[str] | None = None) -> int:
     # transformers warns about its own internals on every LoRA round; nothing to act on
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
-    parser = argparse.ArgumentParser(prog="flywheel", description=__doc__)
+    args = _parser().parse_args(argv)  # a usage error exits USAGE (argparse's own 2)
+    if args.config:  # before anything reads the settings
+        os.environ["FLYWHEEL_CONFIG"] = args.config
+    from flows.night_lock import NightRunning
+    from infra.errors import UserFacingError
+
+    try:
+        return args.handler(args)
+    except UserFacingError as err:
+        # one line whatever the terminal's width; "[lm]" is text, not markup
+        console.print(f"[red]flywheel: {escape(str(err))}", soft_wrap=True)
+        return LOCKED if isinstance(err, NightRunning) else USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flywheel",
+        description=__doc__,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"flywheel {_version()}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the settings file (default: FLYWHEEL_CONFIG, else ./flywheel.toml)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the nightly flywheel once (Prefect, ephemeral mode)")
     run.add_argument(
@@ -151,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.set_defaults(handler=_run)
     status = sub.add_parser("status", help="production, the candidate, history, last nights")
+    status.add_argument("--json", action="store_true", help="as JSON, the server's state included")
     status.set_defaults(handler=_status)
     promote = sub.add_parser(
         "promote", help="move production to a version that passes the promotion gate"
@@ -175,14 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--adapter", help="a LoRA adapter folder to serve on top of the base model")
     serve.set_defaults(handler=_serve)
-    args = parser.parse_args(argv)
-    from infra.errors import UserFacingError
+    return parser
 
+
+def _version() -> str:
     try:
-        return args.handler(args)
-    except UserFacingError as err:
-        console.print(f"[red]flywheel: {escape(str(err))}")  # "[lm]" is text, not markup
-        return 2
+        return metadata.version("flywheel")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 if __name__ == "__main__":

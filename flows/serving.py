@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from flows import promotion
 from flows.promotion import PRODUCTION, Move, served_model
@@ -215,3 +216,47 @@ async def tidy(serving: Serving | None, registry: Registry, model: str) -> None:
             log.info("serving: %s", line)
     except Exception as error:
         log.warning("the server at %s was not synced: %s", serving.where, error)
+
+
+async def serving_state(serving: Serving, registry: Registry, model: str) -> dict[str, Any]:
+    """What the server holds beside what the registry says it should (`status --json`);
+    a server that cannot be asked is an `error`, not a failure."""
+    state: dict[str, Any] = {"url": serving.where, "loaded": None, "error": None}
+    try:
+        loaded = sorted(await serving.server.adapters())
+    except Exception as error:  # status reports; it never fails on the server's account
+        return state | {"error": f"{type(error).__name__}: {error}"}
+    state["loaded"] = loaded
+    current = registry.get_alias(model, PRODUCTION)
+    info = registry.model_version(model, current) if current is not None else None
+    if info is not None:
+        name = served_model(model, current, info.tags, serving.base_model)
+        state["production"] = {
+            "version": current,
+            "served_as": name,
+            "answering": name == serving.base_model or name in loaded,
+        }
+    wanted = still_wanted(registry, model, serving.unload_after_s, datetime.now(UTC))
+    state["not_production"] = [n for n in loaded if owned(model, n) and n not in wanted]
+    return state
+
+
+async def serving_lines(serving: Serving, registry: Registry, model: str) -> list[str]:
+    """`serving_state` for people, under `flywheel status`."""
+    state = await serving_state(serving, registry, model)
+    head = f"Serving at {state['url']}:"
+    if state["error"]:
+        return [f"{head} not reachable ({state['error']})"]
+    lines = [f"{head} loaded {', '.join(state['loaded']) or 'no adapter'}"]
+    if production := state.get("production"):
+        version, name = production["version"], production["served_as"]
+        if production["answering"]:
+            lines.append(f"  production v{version} is served as {name!r}")
+        else:
+            lines.append(
+                f"  production v{version} should be served as {name!r}, which the server does "
+                "not hold (restarted?): `flywheel serving sync` loads it"
+            )
+    if extra := state["not_production"]:
+        lines.append(f"  not production: {', '.join(extra)} (`flywheel serving sync` unloads)")
+    return lines

@@ -90,7 +90,7 @@ class GEPAConfig:
     (never) or "front" (only from Pareto-front parents with no group in flight); see
     `in_flight.py`. "shape" is the default because a budget-bound run pays for every
     extra group with depth: on the depth benchmark "front" kept the slots busier and
-    ended lower (README, "The optimizer")."""
+    ended lower (docs/benchmarks/gepa-depth.md)."""
 
     siblings: Siblings = "auto"
     """Which children of a group that beat their parent on the minibatch go on to the
@@ -100,7 +100,7 @@ class GEPAConfig:
     reflection), "auto" (default: "first" while the measured reflection latency is at
     least twice a metric call's, else "best"; decided per group), or "all". One valset
     pass per group keeps the budget on depth: siblings mostly propose the same step. On
-    the depth benchmark (README, "The optimizer") "first" ended at val 0.747 where "best"
+    the depth benchmark (docs/benchmarks/gepa-depth.md) "first" ended at val 0.747 where "best"
     ended at 0.656 with a reflection endpoint ten times slower than the metric, reached
     upstream's final score sooner at four times (27.6 s against 33.7 s), tied at twice and
     with equal latencies at W = 8, and ended lower at W = 16 (0.637 against 0.678), where
@@ -124,7 +124,8 @@ class GEPAConfig:
     so its children must beat a bar set by chance. "always"; "never"; "auto" (default)
     while most winners so far led the pool on the valset (a win that holds up is no luck;
     a prior of one that did). On the depth task the reuse took D/B time to quality from
-    0.82 to 0.65 and utilization from 0.80 to 0.87 (README). Needs `continue_winners`."""
+    0.82 to 0.65 and utilization from 0.80 to 0.87 (docs/benchmarks/gepa-depth.md). Needs
+    `continue_winners`."""
 
     parent_pruning: Pruning = "coverage"
     """Which Pareto-front candidates stay parents (`pareto.py`): "coverage" (upstream's

@@ -1135,7 +1135,8 @@ def _priority(iteration: int, split: Split) -> tuple[bool, int]:
     oldest proposal's first (the next generation waits on it); then valset passes, the
     newest winner's first (a lineage's newest winner is the one likely to lead the pool,
     and the older passes only order what it leads). Valset passes first instead cost the
-    depth benchmark time to quality and utilization (README, "Where D's time goes")."""
+    depth benchmark time to quality and utilization ("Where D's time goes" in
+    docs/benchmarks/gepa-demo.md)."""
     return (True, -iteration) if split is Split.VAL else (False, iteration)
 
 

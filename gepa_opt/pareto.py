@@ -12,8 +12,9 @@ Which candidates stay parents (`Pruning`):
 - "coverage" (upstream gepa's code): a candidate is removed when every front it is on
   also holds some other survivor, lowest aggregate first. It prunes more (a candidate that
   only ties others everywhere goes), so fewer, stronger parents share the draws.
-On both benchmark tasks (`benchmarks/gepa_vs_upstream.py`, README) the two rules ended on
-the same candidates, so the default (`GEPAConfig.parent_pruning`) follows upstream.
+On both benchmark tasks (`benchmarks/gepa_vs_upstream.py`, docs/benchmarks/gepa-*.md) the
+two rules ended on the same candidates, so the default (`GEPAConfig.parent_pruning`) follows
+upstream.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_a_second_night_in_the_same_folder_exits_with_a_sentence(tmp_path, monke
 
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
     with one_night(tmp_path / "state", "20261201T020000Z", wait_s=0):
-        assert main(["run"]) == 2
+        assert main(["run"]) == 3  # LOCKED
     err = capsys.readouterr().err
     assert "Another night is running" in err and "20261201T020000Z" in err
 
@@ -114,14 +114,15 @@ def test_a_failed_night_exits_1_with_a_sentence_and_keeps_the_traceback(
     assert "Traceback" in trace.read_text() and "went away" in trace.read_text()
 
 
-@pytest.mark.parametrize("section", ["lm", "reflection", "judge_lm"])
+@pytest.mark.parametrize("section", ["lm", "reflection", "judge_lm", "serving"])
 def test_secret_in_toml_is_refused(tmp_path, monkeypatch, section):
     config = tmp_path / "flywheel.toml"
     config.write_text(f'[{section}]\napi_key = "sk-secret"\n')
     monkeypatch.setenv("FLYWHEEL_CONFIG", str(config))
+    from infra.errors import UserFacingError
     from infra.settings import Settings
 
-    with pytest.raises(ValueError, match=f"FLYWHEEL_{section.upper()}__API_KEY"):
+    with pytest.raises(UserFacingError, match=f"FLYWHEEL_{section.upper()}__API_KEY"):
         Settings()
 
 
@@ -166,3 +167,75 @@ def test_serve_model_answers_openai_chat_completions(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "toml, said",
+    [
+        ("[lora]\nrnak = 4\n", "[lora] has no key 'rnak' (did you mean 'rank'?)"),
+        ("[lora]\nrank = 'eight'\n", "[lora] rank: Input should be a valid integer"),
+        ("[judge.lora]\nepoch = 2\n", "[judge.lora] has no key 'epoch' (did you mean 'epochs'?)"),
+        ("agnet = 'x'\n", "has no key 'agnet' (did you mean 'agent'?)"),
+        ("[lora\nrank = 4\n", "is not valid TOML"),
+        ("[lm]\napi_key = 'sk-1'\n", "lm.api_key must not be written in the TOML file"),
+    ],
+)
+def test_settings_that_cannot_load_are_one_sentence_and_exit_2(
+    toml, said, tmp_path, monkeypatch, capsys
+):
+    config = tmp_path / "flywheel.toml"
+    config.write_text(toml)
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FLYWHEEL_CONFIG", "")  # --config sets it: undone after the test
+    assert main(["--config", str(config), "status"]) == 2
+    err = _one_line(capsys)
+    assert said in err, err
+    if "TOML file" not in said:
+        assert str(config) in err  # the file it is in
+    assert "sk-1" not in err
+
+
+def test_a_wrong_environment_variable_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FLYWHEEL_LORA__RANK", "eight")
+    assert main(["status"]) == 2
+    assert "the environment variable FLYWHEEL_LORA__RANK: [lora] rank" in _one_line(capsys)
+
+
+def test_a_settings_file_named_but_missing_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    missing = tmp_path / "nowhere.toml"
+    monkeypatch.setenv("FLYWHEEL_CONFIG", "")  # --config sets it: undone after the test
+    assert main(["--config", str(missing), "status"]) == 2
+    assert f"the settings file {missing} does not exist" in _one_line(capsys)
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(missing))
+    assert main(["status"]) == 2
+
+
+def test_version_help_and_usage_errors(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("flywheel 0.")
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "4  the gate refused the candidate" in out
+    with pytest.raises(SystemExit) as done:
+        main(["promote", "--bogus"])
+    assert done.value.code == 2  # USAGE
+
+
+def test_status_json_is_the_same_facts_for_scripts(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    assert main(["status", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "agent" and data["production"] is None
+    assert data["candidate"] is None and data["nights"] == [] and data["history"] == []

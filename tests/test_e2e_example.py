@@ -1,4 +1,4 @@
-"""The README's template for bringing your own agent: `flywheel run` on the two-step
+"""The template for bringing your own agent (docs/production.md): `flywheel run` on the two-step
 example (examples/request_reply), its Langfuse prompts replayed from its traces with no
 code, on the real model, a real MLflow and Prefect's own server."""
 
@@ -42,7 +42,9 @@ def test_flywheel_run_optimizes_the_example_agent_s_langfuse_prompts(tmp_path):
     night = subprocess.run(
         [FLYWHEEL, "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
-    assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
+    # 0: its candidate passed the gate; 4: the gate refused it (a 40-call budget may not
+    # beat the recorded prompts); either way the night ran to its end
+    assert night.returncode in (0, 4), night.stdout[-3000:] + night.stderr[-3000:]
 
     mlflow.set_tracking_uri(f"sqlite:///{state.resolve()}/mlflow.db")
     client = MlflowClient()

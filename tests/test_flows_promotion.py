@@ -116,6 +116,8 @@ def test_the_command_line_records_each_move_as_a_flow_run(tmp_path, monkeypatch,
         assert main(["promote", "--by", "ops"]) == 0
         assert main(["promote", "1", "--by", "ops"]) == 0  # idempotent
         assert main(["rollback", "--by", "ops"]) == 0  # nothing before: unchanged
+        night(registry, "n2", gain_over(1, 1))  # one lucky example
+        assert main(["promote", "2", "--by", "ops"]) == 4  # GATE_REFUSED
         artifacts = asyncio.run(_promotion_artifacts())
     out = capsys.readouterr().out
     assert "promoted v1 (production was none; by ops)" in out

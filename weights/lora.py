@@ -38,7 +38,7 @@ from infra.settings import LoraSettings
 # in the adapter folder: loss, steps, examples, seconds, and the device it trained on
 TRAINING_SUMMARY = "training.json"
 CHECKPOINTS = "checkpoints"  # in the adapter folder: the run's earlier adapters, step-<n>
-# Every linear layer of a block, attention and MLP (`LoraSettings`' comment says why), by
+# Every linear layer of a block, attention and MLP (`LoraTraining.rank` says why), by
 # the checkpoint's config.model_type; any other architecture gets peft's "all-linear"
 # (every linear layer but the output head), which finds the same layers by type.
 _ATTENTION, _MLP = ("q_proj", "k_proj", "v_proj", "o_proj"), ("gate_proj", "up_proj", "down_proj")

@@ -60,7 +60,7 @@ class TraceRecord:
     @property
     def prompt_variables(self) -> dict[str, str] | None:
         """The variables the managed prompt was compiled with, where the agent recorded
-        them (`metadata["prompt_variables"]`, see the README); None otherwise."""
+        them (`metadata["prompt_variables"]`, see docs/production.md); None otherwise."""
         found = self.metadata.get(PROMPT_VARIABLES)
         if not isinstance(found, dict):
             return None
