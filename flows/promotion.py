@@ -71,22 +71,6 @@ class Approved:
     at: str
 
 
-def promote(
-    registry: Registry,
-    model: str,
-    version: int | None,
-    cfg: PromotionSettings,
-    by: str,
-    seed: int = 0,
-    decision: PromotionDecision | None = None,
-    hub: PromptHub | None = None,
-) -> Move:
-    """Move `production` to `version` (default: the candidate) if it passes the gate on the
-    evidence of its night; `decision`: one the caller just made on that evidence."""
-    verdict = review(registry, model, version, cfg, by, seed, decision)
-    return verdict if isinstance(verdict, Move) else carry_out(registry, model, verdict, hub)
-
-
 def review(
     registry: Registry,
     model: str,
@@ -97,7 +81,9 @@ def review(
     decision: PromotionDecision | None = None,
 ) -> Move | Approved:
     """The gate's answer on `version` (default: the candidate), production untouched: a
-    refusal (recorded) or "unchanged" as a `Move`, else what `carry_out` needs."""
+    refusal (recorded) or "unchanged" as a `Move`, else what `carry_out` needs (on the
+    evidence of its night; `decision`: one the caller just made on that evidence).
+    `flows.serving.promote` is the one door that composes the two, the server between."""
     now = datetime.now(UTC).isoformat(timespec="seconds")
     current = registry.get_alias(model, PRODUCTION)
     version = version if version is not None else registry.get_alias(model, CANDIDATE)

@@ -137,16 +137,20 @@ def still_wanted(registry: Registry, model: str, unload_after_s: float, now: dat
 
 
 async def reconcile(
-    serving: Serving, registry: Registry, model: str, now: datetime | None = None
+    serving: Serving,
+    registry: Registry,
+    model: str,
+    now: datetime | None = None,
+    ensure_production: bool = True,
 ) -> list[str]:
     """Bring the server to what the registry says: production's adapter loaded (a server
-    that restarted has none), every other version of `model` unloaded once its grace
-    period is over (one a cut promotion loaded, one demoted long ago). What it did, as
-    sentences."""
+    that restarted has none; `ensure_production=False` after a move that just brought it
+    up), every other version of `model` unloaded once its grace period is over (one a cut
+    promotion loaded, one demoted long ago). What it did, as sentences."""
     now = now or datetime.now(UTC)
     done = []
     current = registry.get_alias(model, PRODUCTION)
-    if current is not None:
+    if current is not None and ensure_production:
         name = await bring_up(serving, registry, model, current)
         done.append(f"production v{current} answers as {name!r} at {serving.where}")
     wanted = still_wanted(registry, model, serving.unload_after_s, now)
@@ -169,9 +173,10 @@ async def promote(
     decision: PromotionDecision | None = None,
     hub: PromptHub | None = None,
 ) -> Move:
-    """`flows.promotion.promote`, with the server first: a version that passed its gate is
-    loaded and answers before any alias moves; one the server cannot serve is refused with
-    the reason, and production stays where it is."""
+    """Move production to `version` (default: the candidate) if it passes the gate on the
+    evidence of its night, and (with a `serving` server) only once that server answers it:
+    one the server cannot serve is refused with the reason, and production stays where it
+    is. Every promotion goes through here: the command line, the night, the tests."""
     verdict = promotion.review(registry, model, version, cfg, by, seed, decision)
     if isinstance(verdict, Move):
         return verdict
@@ -182,7 +187,7 @@ async def promote(
         except ServingFailed as failure:
             return promotion.refuse(registry, model, verdict, str(failure))
     move = promotion.carry_out(registry, model, verdict, hub, served)
-    await tidy(serving, registry, model)
+    await tidy(serving, registry, model, ensure_production=False)  # brought up above
     return move
 
 
@@ -201,18 +206,20 @@ async def rollback(
             current = registry.get_alias(model, PRODUCTION)
             return Move("refused", target, current, f"no rollback: {failure}", by, now)
     move = promotion.rollback(registry, model, by, hub, served)
-    await tidy(serving, registry, model)
+    await tidy(serving, registry, model, ensure_production=False)  # brought up above
     return move
 
 
-async def tidy(serving: Serving | None, registry: Registry, model: str) -> None:
+async def tidy(
+    serving: Serving | None, registry: Registry, model: str, ensure_production: bool = True
+) -> None:
     """After a move, and after each night: the server reconciled with the registry. A
     failure is a warning: production has moved already (or the night is registered), and
     the next command, night or `flywheel serving sync` tries again."""
     if serving is None:
         return
     try:
-        for line in await reconcile(serving, registry, model):
+        for line in await reconcile(serving, registry, model, None, ensure_production):
             log.info("serving: %s", line)
     except Exception as error:
         log.warning("the server at %s was not synced: %s", serving.where, error)

@@ -6,6 +6,7 @@ import json
 import pytest
 from langfuse import Langfuse
 
+from flows import serving
 from flows.cli import main
 from flows.promotion import (
     DECISION,
@@ -15,7 +16,6 @@ from flows.promotion import (
     PROMPTS_TAG,
     history,
     log_evidence,
-    promote,
     publish_managed,
     rollback,
 )
@@ -30,6 +30,11 @@ from tests.prefect_harness import prefect_harness
 MODEL = "agent"
 CFG = PromotionSettings(resamples=300)
 IDS = [f"e{i}" for i in range(30)]
+
+
+def promote(*args, **kwargs):
+    """The one door to production, with no serving server: the registry (and hub) alone."""
+    return asyncio.run(serving.promote(None, *args, **kwargs))
 
 
 def gain_over(baseline: int | None, wins: int) -> Evidence:

@@ -230,7 +230,7 @@ def test_the_command_line_shows_and_syncs_the_server(
             monkeypatch.setenv(f"FLYWHEEL_{key}", value)
         registry = Registry(Settings())
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
-        promotion.promote(registry, MODEL, v1, CFG, "ada")  # the registry alone: not served
+        asyncio.run(serving.promote(None, registry, MODEL, v1, CFG, "ada"))  # registry alone
         assert not asyncio.run(loaded(url))
         assert main(["status"]) == 0
         out = capsys.readouterr().out
