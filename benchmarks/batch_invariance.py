@@ -24,9 +24,9 @@ import asyncio
 import time
 
 from benchmarks.workloads import judge_calls, varied_requests
-from infra.lm.batcher import Request
-from infra.lm.invariance import EnginePlan, unchecked_plan
-from infra.lm.local import LocalLM
+from infra.lm.engine.batcher import Request
+from infra.lm.engine.invariance import EnginePlan, unchecked_plan
+from infra.lm.engine.local import LocalLM
 from infra.settings import LMSettings
 
 
@@ -65,9 +65,9 @@ class Throttled:
 
 async def judge_twice(lm: LocalLM) -> list[tuple[float, float, float]]:
     """(threshold, val kappa, held-out kappa) of the seed rubric, in two compositions."""
-    from flows.collect import collect
-    from flows.runtime import Runtime
-    from flows.stages import judge_items_split
+    from flows.night.collect import collect
+    from flows.night.runtime import Runtime
+    from flows.night.stages import judge_items_split
     from infra.settings import Settings
     from judges.pass_fail_fit import fit_and_validate, heldout_agreement
     from judges.pointwise import SEED_JUDGE_PROMPTS

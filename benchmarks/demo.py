@@ -73,14 +73,14 @@ def main() -> None:
     state = Path(args.keep_state or tempfile.mkdtemp(prefix="flywheel-bench-"))
     os.environ["FLYWHEEL_STATE_DIR"] = str(state)
 
-    from flows.environment import prepare_environment
+    from flows.plumbing.environment import prepare_environment
     from infra.settings import Settings
 
     settings = Settings()
     prepare_environment(settings.state_dir)
+    from flows.night.runtime import Runtime
     from flows.nightly import nightly
-    from flows.report import print_summary
-    from flows.runtime import Runtime
+    from flows.report.summary import print_summary
 
     rt = Runtime(settings)  # the second night reuses the loaded models: no second start-up
     for night in range(args.first_night, args.first_night + args.nights):

@@ -2,7 +2,7 @@
 router, against its seed prompts and against a fixed two-per-kind set: held-out accuracy.
 
 Data: the demo export's labelled traces (`infra/traces/demo_data`), read as the night reads
-them (`flows.collect.collect`). Each has a true label, from its annotation's comment
+them (`flows.night.collect.collect`). Each has a true label, from its annotation's comment
 ("expected X; ..." or "correct: X"), which the metric needs. The reply it should have had
 (the pool's target) is a passing trace's own reply, or a failing one's CORRECTION (a score
 named "output"); the failing traces with neither have none here (the night's teacher
@@ -40,7 +40,7 @@ from statistics import fmean
 from typing import Any
 
 from benchmarks.intent_task import HELDOUT
-from flows.collect import Collected, collect, load_heldout
+from flows.night.collect import Collected, collect, load_heldout
 from gepa_opt import Demo, Demonstrations, EvaluationBatch, GEPAConfig, optimize
 from infra.agents.intent_router import LABELS, SEED_PROMPTS, IntentRouter
 from infra.lm import LM
@@ -72,7 +72,7 @@ def labelled(collected: Collected) -> tuple[list[Example], dict[str, str]]:
 
 
 def split(examples: list[Example], pareto: int, seed: int) -> tuple[list[Example], list[Example]]:
-    """(train, val) as `flows.stages.split_examples` cuts the night's traffic."""
+    """(train, val) as `flows.night.stages.split_examples` cuts the night's traffic."""
     shuffled = sorted(examples, key=lambda e: e.id)
     random.Random(seed).shuffle(shuffled)
     return shuffled[pareto:], shuffled[:pareto]

@@ -1,7 +1,7 @@
 """Fast-slow schedules side by side on the demo task (`make bench-fast-slow`).
 
 Each arm is one `fast_slow.schedule` run by the product's own runner
-(`flows.schedule.Schedule`) on the demo traces, the local model and a fixed judge, with
+(`flows.night.schedule.Schedule`) on the demo traces, the local model and a fixed judge, with
 the same total budget: `--metric-calls` GEPA metric calls split across its prompt steps,
 `--train-steps` optimizer steps across its weight steps. Steps are chosen on the held-out
 selection slice (true labels), as a night chooses them; each arm's final state is then
@@ -66,7 +66,7 @@ class CachedTasks:
     what determines it, with the wall time and peak memory of its one real run."""
 
     def __init__(self, sampler: MemorySampler):
-        from flows.schedule import evaluate_heldout, lora_round, optimize_prompts
+        from flows.night.schedule import evaluate_heldout, lora_round, optimize_prompts
 
         self.sampler = sampler
         self._fns = {"p": optimize_prompts.fn, "w": lora_round.fn, "eval": evaluate_heldout.fn}
@@ -105,10 +105,10 @@ class CachedTasks:
 
 
 async def run_seed(seed: int, args, rt, tasks: CachedTasks) -> list[ArmResult]:
-    from flows.fast_slow import NightState, split_heldout
+    from flows.night.clock import StageClock
+    from flows.night.fast_slow import NightState, split_heldout
+    from flows.night.schedule import Schedule, StepTasks
     from flows.nightly import collect_traces
-    from flows.schedule import Schedule, StepTasks
-    from flows.stage_clock import StageClock
     from judges.judge import Judge
     from judges.pointwise import SEED_JUDGE_PROMPTS
 
@@ -181,8 +181,8 @@ def main() -> None:
     state = Path(tempfile.mkdtemp(prefix="flywheel-fast-slow-"))
     os.environ["FLYWHEEL_STATE_DIR"] = str(state)
 
-    from flows.environment import prepare_environment
-    from flows.runtime import Runtime
+    from flows.night.runtime import Runtime
+    from flows.plumbing.environment import prepare_environment
     from infra.settings import Settings
 
     settings = Settings(

@@ -611,8 +611,8 @@ def make_task(args: argparse.Namespace) -> tuple[BenchTask, Callable[[], None]]:
     if args.task == "depth":
         return DepthTask(split_seed=args.split_seed, **sizes), lambda: None
     from benchmarks.intent_task import IntentTask
+    from infra.lm.engine.local import LocalLM
     from infra.lm.factory import make_lm
-    from infra.lm.local import LocalLM
     from infra.settings import Settings
 
     lm, reflection, reflection_lm = LocalLM(), Settings().reflection, None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import infra.traces
-from flows.collect import load_heldout
+from flows.night.collect import load_heldout
 from gepa_opt.meta_prompt import CURRENT_INSTRUCTIONS, EXAMPLES
 from infra.agents.intent_router import LABELS, IntentRouter, parse_intent
 from infra.lm import LM

@@ -83,7 +83,7 @@ from benchmarks.pairwise_scoring import (
     agreement,
     heldout_agreement,
 )
-from flows.environment import prepare_environment
+from flows.plumbing.environment import prepare_environment
 from gepa_opt import EvaluationBatch, GEPAConfig, optimize
 from infra.lm import LM
 from infra.lm.reflection import reflection_lm
@@ -320,7 +320,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-bench-judge-")))
-    from infra.lm.local import LocalLM  # torch and transformers: after the environment
+    from infra.lm.engine.local import LocalLM  # torch and transformers: after the environment
 
     began = time.monotonic()
     items = truncate_answers(load()[: args.max_items], args.max_answer_chars)

@@ -85,8 +85,8 @@ from benchmarks.judge_baselines import (
 )
 from benchmarks.judge_model import judge_lm
 from benchmarks.reward_trainer import reward_pairs, train_reward_head
-from flows.collect import collect
-from flows.stages import gepa_config
+from flows.night.collect import collect
+from flows.night.stages import gepa_config
 from infra.agents.intent_router import JUDGE_RUBRIC, IntentRouter
 from infra.lm.reflection import reflection_lm
 from infra.lm.threads import run_in_own_thread

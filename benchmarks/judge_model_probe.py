@@ -49,7 +49,7 @@ from benchmarks.judge_lora import judge_score
 from benchmarks.judge_model import judge_lm
 from benchmarks.workloads import utterances
 from infra.agents.intent_router import JUDGE_RUBRIC, LABELS
-from infra.lm.cpu import cpu_summary
+from infra.lm.engine.cpu import cpu_summary
 from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from judges.adapter import ServedJudgeAdapter

@@ -57,7 +57,7 @@ from benchmarks.judge_label_scale import router_labels
 from benchmarks.judge_lora import demo_items
 from benchmarks.teacher_features import Reading, TeacherReader
 from infra.agents.intent_router import JUDGE_RUBRIC
-from infra.lm.cpu import cpu_summary
+from infra.lm.engine.cpu import cpu_summary
 from infra.lm.model_files import resolve_model_path
 from infra.settings import Settings
 from judges.align import Alignment

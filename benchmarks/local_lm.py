@@ -49,8 +49,8 @@ from benchmarks.workloads import (
     reference_requests,
     varied_requests,
 )
-from infra.lm.batcher import Request
-from infra.lm.local import LocalLM
+from infra.lm.engine.batcher import Request
+from infra.lm.engine.local import LocalLM
 from infra.settings import LMSettings
 
 SECTIONS = ("throughput", "invariance", "contended")
@@ -123,7 +123,7 @@ async def compare(lm: LocalLM, pool: list[Request], levels: list[int], rounds: i
         requests = pool[:4] if n == 1 else pool[: n * rounds]
         tokens, b_s = await run_batcher(lm, requests, n)
         # on the batcher's thread: a parallel torch op on another long-lived thread would
-        # slow every later decode step of the batcher (see infra/lm/batcher.py)
+        # slow every later decode step of the batcher (see infra/lm/engine/batcher.py)
         useful, s_s = lm.batcher.call_blocking(partial(run_static, lm, requests, n))
         label = "1 (x4)" if n == 1 else (f"{n} (x{rounds})" if rounds > 1 else str(n))
         processed = tokens + sum(len(r.prompt_ids) for r in requests)  # prefill is work too

@@ -47,7 +47,7 @@ from typing import Any
 
 from benchmarks.demonstrations import accuracy_of, labelled
 from benchmarks.intent_task import HELDOUT
-from flows.collect import Collected, collect, load_heldout
+from flows.night.collect import Collected, collect, load_heldout
 from gepa_opt import EvaluationBatch
 from gepa_opt.extraction import extract_proposal
 from gepa_opt.meta_prompt import (

@@ -7,7 +7,7 @@ The same few SFT steps (`weights.lora.train_sft_adapter`, the night's LoRA setti
 with `lora.device = "cpu"` and once with "cuda" when torch sees a GPU. A step's time is
 read between the first and the last step's progress report, so loading the model and
 the GPU's start-up are left out (total seconds are printed beside it). Then the
-GPU-trained adapter (else the CPU's) is hot-loaded into `infra.lm.server` over the local
+GPU-trained adapter (else the CPU's) is hot-loaded into `infra.lm.engine.server` over the local
 engine, reached in-process through the OpenAI-compatible client as a night reaches vLLM,
 and asked one question by its name.
 
@@ -25,10 +25,10 @@ from pathlib import Path
 import httpx
 import torch
 
-from infra.lm.local import LocalLM
+from infra.lm.engine.local import LocalLM
+from infra.lm.engine.server import create_app
 from infra.lm.model_files import resolve_model_path
 from infra.lm.openai_lm import OpenAILM
-from infra.lm.server import create_app
 from infra.settings import LMSettings, LoraSettings
 from weights.lora import AdapterResult, train_sft_adapter
 

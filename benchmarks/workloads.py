@@ -7,8 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from infra.lm.batcher import Request
-from infra.lm.local import LocalLM
+from infra.lm.engine.batcher import Request
+from infra.lm.engine.local import LocalLM
 
 SNIPS = (
     Path(__file__).resolve().parents[1].parent / "shared/data/snips/2017-06-custom-intent-engines"

@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from flows.environment import prepare_environment
+from flows.plumbing.environment import prepare_environment
 
 console = Console(stderr=True)
 
@@ -41,11 +41,11 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_environment(settings.state_dir)
-    from flows.night_lock import one_night
+    from flows.night.runtime import RUN_ID_FORMAT, Runtime, check_run_id
     from flows.nightly import nightly
-    from flows.prefect_server import night_prefect
-    from flows.report import print_summary
-    from flows.runtime import RUN_ID_FORMAT, Runtime, check_run_id
+    from flows.plumbing.night_lock import one_night
+    from flows.plumbing.prefect_server import night_prefect
+    from flows.report.summary import print_summary
     from infra.errors import UserFacingError
 
     run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
@@ -84,8 +84,8 @@ def _move(args: argparse.Namespace) -> int:
     from infra.settings_errors import load_settings
 
     prepare_environment(load_settings().state_dir)
-    from flows.moves import promote_flow, rollback_flow
-    from flows.prefect_server import night_prefect
+    from flows.plumbing.prefect_server import night_prefect
+    from flows.production.moves import promote_flow, rollback_flow
 
     by = args.by or getpass.getuser()
     with night_prefect():
@@ -102,8 +102,8 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_environment(settings.state_dir)
-    from flows.serving import make_serving, serving_lines, serving_state
-    from flows.status import render, status_data
+    from flows.production.serving import make_serving, serving_lines, serving_state
+    from flows.report.status import render, status_data
     from infra.registry.mlflow_registry import Registry
 
     registry = Registry(settings)
@@ -129,8 +129,8 @@ def _serving(args: argparse.Namespace) -> int:
     from infra.settings_errors import load_settings
 
     prepare_environment(load_settings().state_dir)
-    from flows.moves import serving_sync_flow
-    from flows.prefect_server import night_prefect
+    from flows.plumbing.prefect_server import night_prefect
+    from flows.production.moves import serving_sync_flow
 
     with night_prefect():
         done = asyncio.run(serving_sync_flow())
@@ -157,7 +157,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from infra.lm.server import serve
+    from infra.lm.engine.server import serve
     from infra.settings_errors import load_settings
 
     serve(load_settings().lm, host=args.host, port=args.port, adapter_path=args.adapter)
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a usage error exits USAGE (argparse's own 2)
     if args.config:  # before anything reads the settings
         os.environ["FLYWHEEL_CONFIG"] = args.config
-    from flows.night_lock import NightRunning
+    from flows.plumbing.night_lock import NightRunning
     from infra.errors import UserFacingError
 
     try:

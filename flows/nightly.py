@@ -1,5 +1,5 @@
 """The nightly flow: traces in, aligned judge through its gate, the fast-slow schedule of
-prompt (GEPA) and weight (LoRA) steps (`flows.schedule`), held-out evaluation, versions
+prompt (GEPA) and weight (LoRA) steps (`flows.night.schedule`), held-out evaluation, versions
 registered in MLflow under alias "candidate", then label requests and judge scores back
 to the trace source.
 
@@ -23,9 +23,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.settings import get_current_settings
 from prefect.tasks import exponential_backoff
 
-from flows import feedback, serving, stages
-from flows.approval import ask_approval
-from flows.collect import (
+from flows.night import feedback, stages
+from flows.night.calls import check_stage, night_calls
+from flows.night.clock import StageClock
+from flows.night.collect import (
     Collected,
     collect,
     hold_out,
@@ -34,22 +35,22 @@ from flows.collect import (
     trace_window,
     window_start,
 )
-from flows.failed_night import record_failed_night
-from flows.fast_slow import NightState, split_heldout
-from flows.label_targets import teacher_corrections
-from flows.moves import recorded
-from flows.night_report import NightReport, Registered
-from flows.progress import StageProgress
-from flows.promotion import PRODUCTION, Move, decline
-from flows.promotion_gate import Evidence, PromotionDecision, decide
-from flows.registration import log_feedback, production_prompts, register_versions
-from flows.report import render_markdown
-from flows.retention import expire
-from flows.runtime import Runtime
-from flows.schedule import Schedule, evaluate_heldout
-from flows.stage_calls import check_stage, night_calls
-from flows.stage_clock import StageClock
-from flows.stage_tasks import optimizing, stage
+from flows.night.failed_night import record_failed_night
+from flows.night.fast_slow import NightState, split_heldout
+from flows.night.label_targets import teacher_corrections
+from flows.night.registration import log_feedback, production_prompts, register_versions
+from flows.night.retention import expire
+from flows.night.runtime import Runtime
+from flows.night.schedule import Schedule, evaluate_heldout
+from flows.night.tasks import optimizing, stage
+from flows.production import serving
+from flows.production.approval import ask_approval
+from flows.production.gate import Evidence, PromotionDecision, decide
+from flows.production.moves import recorded
+from flows.production.promotion import PRODUCTION, Move, decline
+from flows.report.night_report import NightReport, Registered
+from flows.report.progress import StageProgress
+from flows.report.summary import render_markdown
 from infra.agents.contract import require_offline
 from infra.errors import is_transient
 from infra.lm.adapter_base import servable_on, trained_on

@@ -3,7 +3,7 @@ that the judge learns from all labels to date, not only those on tonight's trace
 
 One label per annotation (its score id), trace and name: a later edit of it (newer
 timestamp) replaces it, and two people's labels on one trace are both kept, for the
-night to reconcile (`flows.collect`). Each label is kept with the trace it is on, so an
+night to reconcile (`flows.night.collect`). Each label is kept with the trace it is on, so an
 old trace never has to be fetched again.
 The store also keeps, per score name, the watermark of the last successful night (labels
 are read incrementally from there) and which traces active learning asked about, so a

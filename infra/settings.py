@@ -518,7 +518,7 @@ def parse_schedule(text: str) -> tuple[Literal["p", "w"], ...]:
 
 
 class PromotionSettings(Section):
-    """The gate between a night's candidate and production (`flows.promotion_gate`): on
+    """The gate between a night's candidate and production (`flows.production.gate`): on
     the held-out examples, scored in the same night, paired."""
 
     auto: bool = True

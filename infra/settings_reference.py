@@ -3,7 +3,7 @@ docstrings (`infra.settings`), so the two cannot drift apart:
 
     python -m infra.settings_reference > docs/configuration.md
 
-`tests/test_docs_configuration.py` fails when the committed file differs from `render()`.
+`tests/infra/test_settings_reference.py` fails when the committed file differs from `render()`.
 """
 
 from __future__ import annotations

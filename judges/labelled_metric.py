@@ -1,6 +1,6 @@
 """The agent's metric where people said what the reply should have been.
 
-A labelled trace carries its right reply (`flows.collect.Collected.reply_targets`: a
+A labelled trace carries its right reply (`flows.night.collect.Collected.reply_targets`: a
 person's correction, the teacher's from their comment, or the reply they passed). Where
 the agent can compare a reply with it (`infra.agents.protocol.TargetScoring`), that
 comparison is the score and the right reply is the feedback: what the labels say, at no

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from build_demo_traces import SNIPS, comment, utterances, write_jsonl
 
-from flows.collect import collect
+from flows.night.collect import collect
 from infra.agents.intent_router import LABELS, SEED_PROMPTS, IntentRouter, parse_intent
 from infra.lm.factory import make_lm
 from infra.settings import LMSettings

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=.venv/bin/python
-# offline and quiet, as a night runs (flows/environment.py): the model is on disk
+# offline and quiet, as a night runs (flows/plumbing/environment.py): the model is on disk
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 export HF_DATASETS_DISABLE_PROGRESS_BARS=1 HF_HUB_DISABLE_PROGRESS_BARS=1
 export PYTHONWARNINGS=ignore::FutureWarning

@@ -4,7 +4,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from flows.environment import prepare_environment
+from flows.plumbing.environment import prepare_environment
 
 # Never a Prefect server of the machine's user: the tests run their own, in a temp folder.
 os.environ.pop("PREFECT_API_URL", None)

@@ -6,7 +6,7 @@ from contextlib import AbstractContextManager
 
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.prefect_server import STARTUP_TIMEOUT_S
+from flows.plumbing.prefect_server import STARTUP_TIMEOUT_S
 
 
 def prefect_harness() -> AbstractContextManager:

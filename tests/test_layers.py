@@ -82,3 +82,29 @@ def test_nothing_above_infra_knows_a_backend_or_langfuse(pattern, what):
         if not module.startswith("infra") and re.search(pattern, path.read_text())
     ]
     assert not leaks
+
+
+# the command that serves the engine over HTTP (`flywheel serve-model`) is its one door
+ENGINE_DOORS = {"flows.cli"}
+
+
+def test_only_infra_lm_reaches_into_the_engine():
+    """Everything above `infra` talks to `LM`: the in-process engine is the `local`
+    backend's inside, chosen by `infra.lm.factory`, not something a stage imports."""
+    reaching = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for module, path in _sources().items()
+        if not module.startswith("infra.lm") and module not in ENGINE_DOORS
+        for line, name in _imports(path)
+        if name.startswith("infra.lm.engine")
+    ]
+    assert not reaching
+
+
+def test_flows_keeps_its_rooms():
+    """flows/ holds the spine (nightly, cli) and its sub-packages by role; a new file
+    at its top level is a new room nobody drew."""
+    top = {p.stem for p in (ROOT / "flows").glob("*.py")}
+    rooms = {p.name for p in (ROOT / "flows").iterdir() if (p / "__init__.py").exists()}
+    assert top == {"__init__", "cli", "nightly"}
+    assert rooms == {"night", "report", "production", "plumbing"}

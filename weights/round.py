@@ -159,7 +159,7 @@ async def lora_round(
         )  # fmt: skip
     chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
     keep = with_adapter >= without
-    # only the judge's view: a night with a selection slice decides on that (flows.schedule)
+    # only the judge's view: a night with a selection slice decides on that (flows.night.schedule)
     not_kept = "" if keep else f"the judge preferred {_what(base)} on the Pareto set"
     return LoraRound(
         trained_path=str(chosen),

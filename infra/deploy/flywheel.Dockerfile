@@ -30,6 +30,6 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && pip install --no-cache-dir -c constraints.txt torch==2.13.0 -r /tmp/requirements.txt
 
 # The code, installed in place (editable): the deployment's entrypoint
-# (flows/deployment.py) and the `flywheel` command run from the same files.
+# (flows/plumbing/deployment.py) and the `flywheel` command run from the same files.
 COPY . .
 RUN pip install --no-cache-dir --no-deps -c constraints.txt -e .

@@ -10,7 +10,7 @@ def make_lm(settings: LMSettings) -> AdapterLM:
     """LocalLM (in process) or OpenAILM (any OpenAI-compatible server); imports lazily so
     the OpenAI backend never loads torch."""
     if settings.backend == "local":
-        from infra.lm.local import LocalLM
+        from infra.lm.engine.local import LocalLM
 
         return LocalLM(settings)
     from infra.lm.openai_lm import OpenAILM

@@ -2,7 +2,7 @@
 
 A thread that runs parallel torch ops keeps an OpenMP pool for as long as it lives, and
 libgomp throttles spin-waiting in every pool once it manages more threads than cores
-(see `infra.lm.batcher`). asyncio's default executor keeps its threads, so training or any
+(see `infra.lm.engine.batcher`). asyncio's default executor keeps its threads, so training or any
 big tensor work goes to a thread of its own that ends with the work, taking its pool.
 
 A fresh thread starts at the thread count torch was last set to on any thread, and the

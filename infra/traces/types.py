@@ -37,7 +37,7 @@ class TraceRecord:
     dict, or a string (the v2 observations API returns JSON as raw strings). Read them
     through `messages`, `user_text` and `output_text`, which accept every form.
     `steps`: when a trace holds several observations, its last generation carries them
-    all, in recorded order, itself last (`flows.collect` groups them).
+    all, in recorded order, itself last (`flows.night.collect` groups them).
     """
 
     id: str

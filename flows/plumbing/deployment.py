@@ -1,0 +1,32 @@
+"""The flow as a Prefect deployment runs it: a fresh run id per night from the
+scheduled start time; models and services from flywheel.toml and FLYWHEEL_* in the
+worker's environment; the night's knobs from there too, unless the deployment or a run
+overrides them (Prefect shows them as this flow's parameters)."""
+
+from __future__ import annotations
+
+import logging
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from flows.night.runtime import RUN_ID_FORMAT, Runtime
+from flows.nightly import nightly
+from flows.report.night_report import NightReport
+from infra.settings import NightKnobs, Settings
+
+# A worker has no progress bars to watch: flywheel's progress lines (each stage's start,
+# new bests, its end) go to the run's logs in the Prefect UI, beside its warnings.
+for package in ("flows", "judges", "infra", "gepa_opt", "weights"):
+    logging.getLogger(package).setLevel(logging.INFO)
+
+# A night stuck past this is stopped (Prefect marks it TimedOut), so it never holds the
+# deployment's one concurrency slot when the next night is due.
+NIGHT_TIMEOUT_S = 6 * 3600
+
+
+@flow(name="nightly-scheduled", timeout_seconds=NIGHT_TIMEOUT_S)
+async def nightly_deployment(knobs: NightKnobs | None = None) -> NightReport:
+    settings = Settings()
+    run_id = flow_run.scheduled_start_time.strftime(RUN_ID_FORMAT)
+    return await nightly(run_id=run_id, knobs=knobs or settings.knobs(), runtime=Runtime(settings))

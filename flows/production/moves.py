@@ -1,0 +1,70 @@
+"""Promotion, rollback and the serving server's re-sync as Prefect flows, so that each
+move is a flow run with an artifact a person can find beside the nights (the command
+line runs these)."""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows.production import promotion, serving
+from infra.agents.replay import REPLAY
+from infra.registry.mlflow_registry import Registry
+from infra.settings import Settings
+from infra.traces.prompt_hub import make_prompt_hub
+
+
+async def recorded(move: promotion.Move, model: str, description: str = "") -> promotion.Move:
+    """`move`, after leaving it as a Prefect artifact (key "promotion") of the flow run."""
+    await create_markdown_artifact(
+        markdown=f"# production of `{model}`\n\n{move.line()}",
+        key="promotion",
+        description=description or f"{move.action} v{move.version}",
+    )
+    return move
+
+
+@flow(name="promote")
+async def promote_flow(version: int | None, by: str) -> promotion.Move:
+    """Move production to `version` (default: the candidate) if it passes the gate, and
+    its server answers it."""
+    settings = Settings()
+    model = settings.registry.model_name
+    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+    move = await serving.promote(
+        serving.make_serving(settings),
+        Registry(settings),
+        model,
+        version,
+        settings.promotion,
+        by,
+        settings.seed,
+        hub=hub,
+    )
+    return await recorded(move, model)
+
+
+@flow(name="rollback")
+async def rollback_flow(by: str) -> promotion.Move:
+    """Move production back to the version before it."""
+    settings = Settings()
+    model = settings.registry.model_name
+    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+    served = serving.make_serving(settings)
+    return await recorded(await serving.rollback(served, Registry(settings), model, by, hub), model)
+
+
+@flow(name="serving-sync")
+async def serving_sync_flow() -> list[str]:
+    """Bring the serving server back to what the registry says (after it restarted)."""
+    settings = Settings()
+    served = serving.make_serving(settings)
+    if served is None:
+        return ["no serving server is set ([serving] base_url): nothing to sync"]
+    model = settings.registry.model_name
+    done = await serving.reconcile(served, Registry(settings), model)
+    await create_markdown_artifact(
+        markdown=f"# serving of `{model}`\n\n" + "\n".join(f"- {line}" for line in done),
+        key="serving-sync",
+    )
+    return done

@@ -1,0 +1,271 @@
+"""Moving production: promotion through the gate (`flows.production.gate`), rollback, and
+the record of both.
+
+The evidence a night measured (both versions on its held-out examples) is stored with
+the version's MLflow run, so `flywheel promote` decides on it later, under the settings
+in force then, without a model. It refuses when production moved since: the evidence is
+then against the wrong version. Every decision is recorded as tags on the model version,
+an MLflow run of its own, and (from the flows in `flows.production.moves`) a Prefect artifact; the
+production history is a tag of the registered model. Promoting the version already in
+production changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from flows.production.gate import Evidence, PromotionDecision, decide
+from infra.registry.mlflow_registry import CANDIDATE, Registry
+from infra.settings import PromotionSettings
+from infra.traces.prompt_hub import PromptHub
+
+PRODUCTION = "production"
+EVIDENCE_FILE = "promotion/evidence.json"
+HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
+PROMPTS_TAG = "flywheel.prompt_versions"  # on a model version: registered prompt -> version
+ADAPTER_TAG = "flywheel.with_adapter"  # on a model version: "true" when it holds an adapter
+MANAGED_TAG = "flywheel.managed_prompt_versions"  # on a model version: the hub's versions
+SERVED_TAG = "flywheel.served_model"  # on a model version: the name its server answers to
+DECISION = "flywheel.promotion."
+
+
+@dataclass(frozen=True)
+class Move:
+    """What a promotion or rollback did, for people and for the record."""
+
+    action: str  # "promoted", "refused", "unchanged", "rolled back"
+    version: int | None
+    previous: int | None  # production before the move
+    reason: str
+    by: str
+    at: str  # ISO time
+
+    def line(self) -> str:
+        target = f"v{self.version}" if self.version is not None else "nothing"
+        before = f"v{self.previous}" if self.previous is not None else "none"
+        return f"{self.action} {target} (production was {before}; by {self.by}): {self.reason}"
+
+
+def log_evidence(registry: Registry, evidence: Evidence) -> None:
+    """Keep a night's evidence with its run (an active one)."""
+    registry.log_dict(dataclasses.asdict(evidence), EVIDENCE_FILE)
+
+
+def load_evidence(registry: Registry, run_id: str | None) -> Evidence | None:
+    data = registry.load_run_dict(run_id, EVIDENCE_FILE) if run_id else None
+    return Evidence(**data) if data else None
+
+
+@dataclass(frozen=True)
+class Approved:
+    """A version its gate let through, not yet production: what `carry_out` moves to."""
+
+    version: int
+    previous: int | None  # production now
+    tags: dict[str, str]  # the version's
+    decision: PromotionDecision
+    by: str
+    at: str
+
+
+def review(
+    registry: Registry,
+    model: str,
+    version: int | None,
+    cfg: PromotionSettings,
+    by: str,
+    seed: int = 0,
+    decision: PromotionDecision | None = None,
+) -> Move | Approved:
+    """The gate's answer on `version` (default: the candidate), production untouched: a
+    refusal (recorded) or "unchanged" as a `Move`, else what `carry_out` needs (on the
+    evidence of its night; `decision`: one the caller just made on that evidence).
+    `flows.production.serving.promote` is the one door that composes the two, the server between."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    version = version if version is not None else registry.get_alias(model, CANDIDATE)
+    if version is None:
+        return Move("refused", None, current, f"model {model} has no candidate", by, now)
+    info = registry.model_version(model, version)
+    if info is None:
+        return Move("refused", version, current, f"model {model} has no v{version}", by, now)
+    if current == version:
+        return Move("unchanged", version, current, "it is already production", by, now)
+    evidence = load_evidence(registry, info.run_id)
+    if evidence is None:
+        reason = f"v{version} has no held-out evidence recorded with its night"
+        return _refuse(registry, model, version, current, reason, by, now)
+    if evidence.production_version != current:
+        measured = evidence.production_version
+        reason = (
+            f"v{version} was measured against {f'v{measured}' if measured else 'the seed prompts'}"
+            f", but production is {f'v{current}' if current else 'unset'} now: a night must "
+            "measure it again"
+        )
+        return _refuse(registry, model, version, current, reason, by, now)
+    decision = decision or decide(evidence, cfg, seed)
+    if not decision.passed:
+        return _refuse(registry, model, version, current, decision.reason, by, now)
+    return Approved(version, current, info.tags, decision, by, now)
+
+
+def carry_out(
+    registry: Registry,
+    model: str,
+    approved: Approved,
+    hub: PromptHub | None = None,
+    served: str | None = None,
+) -> Move:
+    """Point production (prompts, the hub's labels, the model) at an approved version;
+    `served`: the model name its server answers to, for prompts the hub must publish."""
+    _point_production(registry, model, approved.version, approved.tags, hub, served)
+    a = approved
+    move = Move("promoted", a.version, a.previous, a.decision.reason, a.by, a.at)
+    _record(registry, model, move, a.decision)
+    return move
+
+
+def refuse(registry: Registry, model: str, approved: Approved, reason: str) -> Move:
+    """Refuse an approved version after all (its server could not serve it), recorded."""
+    a = approved
+    return _refuse(registry, model, a.version, a.previous, reason, a.by, a.at)
+
+
+def decline(registry: Registry, model: str, version: int, by: str) -> Move:
+    """Record that a person did not approve a candidate that passed its gate."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    return _refuse(registry, model, version, current, "not approved", by, now)
+
+
+def rollback_target(registry: Registry, model: str) -> int | None:
+    """The version production would roll back to; None: there is none before it."""
+    current = registry.get_alias(model, PRODUCTION)
+    stack = production_stack(history(registry, model))
+    return stack[-2] if current is not None and len(stack) >= 2 else None
+
+
+def rollback(
+    registry: Registry, model: str, by: str, hub: PromptHub | None = None, served: str | None = None
+) -> Move:
+    """Move production (model and prompt aliases) back to the version before it."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    current = registry.get_alias(model, PRODUCTION)
+    target = rollback_target(registry, model)
+    if target is None:
+        return Move("unchanged", current, current, "no earlier production version", by, now)
+    info = registry.model_version(model, target)
+    _point_production(registry, model, target, info.tags if info else {}, hub, served)
+    move = Move("rolled back", target, current, f"back from v{current}", by, now)
+    _record(registry, model, move, None)
+    return move
+
+
+def history(registry: Registry, model: str) -> list[dict]:
+    """Every promotion and rollback of `model`, oldest first."""
+    raw = registry.model_tag(model, HISTORY_TAG)
+    return json.loads(raw) if raw else []
+
+
+def production_stack(moves: list[dict]) -> list[int]:
+    """The production versions in force, oldest first: a promotion pushes, a rollback pops."""
+    stack: list[int] = []
+    for move in moves:
+        if move["action"] == "promoted":
+            stack.append(move["version"])
+        elif move["action"] == "rolled back" and stack:
+            stack.pop()
+    return stack
+
+
+def served_model(model: str, version: int, tags: dict[str, str], base_model: str) -> str:
+    """The model name a serving server answers a version under: its adapter's own name
+    (never an earlier version's, so no name is ever reloaded with other weights), or the
+    base model's for a version of prompts only."""
+    return f"{model}-v{version}" if tags.get(ADAPTER_TAG) == "true" else base_model
+
+
+def publish_managed(
+    registry: Registry,
+    hub: PromptHub,
+    model: str,
+    version: int,
+    prompts: dict[str, str],
+    labels: list[str],
+    served: str | None = None,
+) -> dict[str, int]:
+    """New versions of the managed prompts for a model version, named for each other: the
+    hub's commit message names the MLflow version, a tag of it the hub's versions; `served`
+    (the model name the version is served under) goes in each prompt's `config.model`,
+    so an agent that reads its prompt calls the weights that were measured with it."""
+    made = {}
+    config = {"model": served} if served else None
+    for component, text in prompts.items():
+        if component in hub.names:
+            found = hub.publish(
+                component, text, labels, f"flywheel: MLflow model {model} v{version}", config
+            )
+            made[found.name] = found.version
+    registry.set_model_version_tags(model, version, {MANAGED_TAG: json.dumps(made)})
+    return made
+
+
+def _point_production(
+    registry: Registry,
+    model: str,
+    version: int,
+    tags: dict[str, str],
+    hub: PromptHub | None,
+    served: str | None = None,
+) -> None:
+    # the prompts first: an agent reading its prompt by alias never sees a half-moved version
+    prompt_versions = json.loads(tags.get(PROMPTS_TAG, "{}"))
+    for name, prompt_version in prompt_versions.items():
+        registry.set_prompt_alias(name, PRODUCTION, prompt_version)
+    if hub is not None and hub.names:
+        managed = json.loads(tags.get(MANAGED_TAG, "null"))
+        if managed is None:  # registered before the hub: its texts go there now
+            prefix = f"{registry.settings.registry.prompt_name}-"
+            texts = {
+                name.removeprefix(prefix): registry.load_prompt(f"prompts:/{name}/{v}")
+                for name, v in prompt_versions.items()
+            }
+            publish_managed(registry, hub, model, version, texts, [PRODUCTION], served)
+        else:
+            for name, managed_version in managed.items():
+                hub.label(name, managed_version, [PRODUCTION])
+    registry.set_model_alias(model, PRODUCTION, version)
+
+
+def _refuse(
+    registry: Registry, model: str, version: int, current: int | None, reason: str, by: str, at: str
+) -> Move:
+    move = Move("refused", version, current, reason, by, at)
+    _record(registry, model, move, None)
+    return move
+
+
+def _record(registry: Registry, model: str, move: Move, decision: PromotionDecision | None) -> None:
+    """On the version (tags), in the model's history (moves only), and as an MLflow run."""
+    fields = {"decision": move.action, "by": move.by, "at": move.at, "reason": move.reason}
+    fields["previous"] = str(move.previous) if move.previous is not None else "none"
+    registry.set_model_version_tags(
+        model, move.version, {DECISION + k: v for k, v in fields.items()}
+    )
+    if move.action in ("promoted", "rolled back"):
+        moves = history(registry, model) + [dataclasses.asdict(move)]
+        registry.set_model_tag(model, HISTORY_TAG, json.dumps(moves[-50:]))
+    with registry.start_run(
+        f"{move.action.replace(' ', '-')}-v{move.version}", tags={"flywheel.move": move.action}
+    ):
+        registry.log_params(
+            {f"promotion.{k}": v for k, v in fields.items()} | {"promotion.version": move.version}
+        )
+        if decision is not None:
+            gain = {"gain": decision.gain}
+            if decision.low is not None:
+                gain |= {"gain_low": decision.low, "gain_high": decision.high}
+            registry.log_metrics(gain)

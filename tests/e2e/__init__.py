@@ -1,0 +1,1 @@
+"""End-to-end tests: whole nights on real models, a real MLflow and a real Prefect."""

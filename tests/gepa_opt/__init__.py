@@ -1,0 +1,1 @@
+"""Tests of `gepa_opt`."""
