@@ -64,8 +64,15 @@ def _run(args: argparse.Namespace) -> int:
                 _night_failed(rt.run_dir(run_id), run_id, error)
                 return NIGHT_FAILED
     print_summary(report, Console())
-    refused = report.promotion is not None and not report.promotion.passed
-    return GATE_REFUSED if refused else OK
+    if report.promotion is not None and not report.promotion.passed:
+        # the summary says it too; this is the one line a scheduler's log keeps
+        console.print(
+            f"flywheel: the gate refused night {run_id}'s candidate: {report.promotion.reason}",
+            markup=False,
+            soft_wrap=True,
+        )
+        return GATE_REFUSED
+    return OK
 
 
 def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
@@ -93,8 +100,11 @@ def _move(args: argparse.Namespace) -> int:
             move = asyncio.run(promote_flow(version=args.version, by=by))
         else:
             move = asyncio.run(rollback_flow(by=by))
+    if move.action == "refused":  # a non-zero exit says why on stderr, in one line
+        console.print(f"flywheel: {move.line()}", markup=False, soft_wrap=True)
+        return GATE_REFUSED
     Console().print(move.line(), markup=False)
-    return GATE_REFUSED if move.action == "refused" else OK
+    return OK
 
 
 def _status(args: argparse.Namespace) -> int:

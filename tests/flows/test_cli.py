@@ -239,3 +239,46 @@ def test_status_json_is_the_same_facts_for_scripts(tmp_path, monkeypatch, capsys
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "agent" and data["production"] is None
     assert data["candidate"] is None and data["nights"] == [] and data["history"] == []
+
+
+def test_a_refused_promote_exits_4_with_its_reason(tmp_path, monkeypatch, capsys):
+    from contextlib import nullcontext
+
+    from flows.production.promotion import Move
+
+    async def refused(version, by):
+        return Move("refused", version, 1, "v2 has no held-out evidence recorded", by, "now")
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr("flows.plumbing.prefect_server.night_prefect", nullcontext)
+    monkeypatch.setattr("flows.production.moves.promote_flow", refused)
+    assert main(["promote", "2", "--by", "ana"]) == 4  # GATE_REFUSED
+    err = _one_line(capsys)
+    assert err.startswith("flywheel: refused v2") and "no held-out evidence" in err, err
+
+
+def test_a_night_whose_gate_refused_exits_4_with_the_gates_reason(tmp_path, monkeypatch, capsys):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    class Runtime:
+        def __init__(self, settings):
+            pass
+
+        def preflight(self):
+            pass
+
+    async def night(run_id, knobs, runtime):
+        decision = SimpleNamespace(passed=False, reason="held-out gain -0.02 is not above 0")
+        return SimpleNamespace(promotion=decision)
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr("flows.night.runtime.Runtime", Runtime)
+    monkeypatch.setattr("flows.nightly.nightly", night)
+    monkeypatch.setattr("flows.plumbing.prefect_server.night_prefect", lambda: nullcontext("x"))
+    monkeypatch.setattr("flows.report.summary.print_summary", lambda report, console: None)
+    assert main(["run"]) == 4  # GATE_REFUSED
+    err = capsys.readouterr().err  # the night's start line, then why it ended so
+    assert "Traceback" not in err, err
+    err = err.strip().splitlines()[-1]
+    assert "the gate refused night" in err and "held-out gain -0.02" in err, err
