@@ -1,5 +1,5 @@
 """A sibling group's pieces: its draw (parent, minibatch), each child's plan, each
-child's trial on the minibatch (see `engine.py` for how they run)."""
+child's trial on the minibatch (see `group_runner.py` for how they run)."""
 
 from __future__ import annotations
 

@@ -12,15 +12,21 @@ a slot that would still sit idle may start another group beyond the P of the sha
   front that has no group in flight, so an extra group is never a stale sibling of work
   already running (the first groups of a run, drawn while the pool holds only the seed,
   get no company). At most one proposal per worker slot.
+
+`GroupsInFlight` counts what the policy weighs: the groups holding a place, their
+proposals, and which parents have a group running.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from gepa_opt.group import Draw, Plan
 from gepa_opt.shape import ProposalShape
+from gepa_opt.types import Candidate, candidate_digest
 
 InFlight = Literal["front", "shape"]
 Room = Literal["core", "extra"]
@@ -49,3 +55,47 @@ class InFlightPolicy:
     def extra_parents(front: list[int], busy: Counter[int]) -> set[int]:
         """Parents an extra group may take: on the front, with no group in flight."""
         return {k for k in front if not busy[k]}
+
+
+class GroupsInFlight:
+    """The sibling groups running now. A group holds its place of the shape until it
+    ends, or until it hands the place on to the group continuing from its winner (that
+    group is then `continued`, due next); a parent counts as busy until its group's
+    task ends, valset passes included."""
+
+    def __init__(self) -> None:
+        self.groups = 0  # groups holding a place of the shape
+        self.proposals = 0  # their proposals
+        self.plans: dict[int, list[Plan]] = {}  # first iteration -> a group in flight
+        self.continued: list[Draw] = []  # winners whose next group is due (continue_winners)
+        self.wake = asyncio.Event()  # a group freed its place before its task ended
+        self._busy: Counter[str] = Counter()  # parent's digest -> its groups until they end
+
+    def room(self, policy: InFlightPolicy, spare_slot: bool) -> Room | None:
+        return policy.room(self.groups, self.proposals, spare_slot)
+
+    def busy(self, front: list[int], candidates: list[Candidate]) -> Counter[int]:
+        """Per front candidate, its groups in flight."""
+        return Counter({k: self._busy[candidate_digest(candidates[k])] for k in front})
+
+    def start(self, plans: list[Plan]) -> None:
+        self._occupy(len(plans), +1)
+        self._busy[candidate_digest(plans[0].draw.parent)] += 1
+        self.plans[plans[0].iteration] = plans
+
+    def hand_on(self, successor: Draw, plans: list[Plan]) -> None:
+        """The group's place goes to `successor`, drawn next."""
+        self.continued.append(successor)
+        self._occupy(len(plans), -1)
+        self.wake.set()
+
+    def end(self, plans: list[Plan], occupied: bool) -> None:
+        """`occupied`: the group still held its place (it handed none on)."""
+        if occupied:
+            self._occupy(len(plans), -1)
+        self._busy[candidate_digest(plans[0].draw.parent)] -= 1
+        del self.plans[plans[0].iteration]
+
+    def _occupy(self, proposals: int, sign: int) -> None:
+        self.groups += sign
+        self.proposals += sign * proposals

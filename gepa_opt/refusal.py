@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 
+from gepa_opt.config import GEPAConfig
 from gepa_opt.meta_prompt import CURRENT_INSTRUCTIONS, EXAMPLES
+from gepa_opt.types import Adapter
 
 # Words too common to tell a restatement from a rewrite.
 _COMMON = frozenset(
@@ -27,6 +29,25 @@ _COMMON = frozenset(
 )
 MIN_WORDS = 3  # a restatement says at least this many of the meta-prompt's own words
 MIN_SHARE = 0.5  # and they are at least this share of what it says
+
+
+def refused(
+    component: str,
+    text: str,
+    current: str,
+    config: GEPAConfig,
+    adapter: Adapter,
+    demonstrations: str | None,
+) -> bool:
+    """Whether a proposed text is no candidate. Demonstrations (the component named
+    `demonstrations`) come from their pool, not from the meta-prompt: only the adapter
+    may refuse them."""
+    template = config.template_for(component)
+    restates = component != demonstrations and restates_meta_prompt(text, template, current)
+    if config.refuse_meta_restatements and restates:
+        return True
+    refuses = getattr(adapter, "refuses", None)
+    return refuses is not None and refuses(component, text, current) is not None
 
 
 def restates_meta_prompt(text: str, template: str, current: str) -> bool:
