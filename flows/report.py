@@ -10,7 +10,7 @@ from flows.night_figures import prompt_diffs
 from flows.night_report import NightReport
 from flows.stages import PromptStage
 
-# The primary agreement statistics (`judges.metrics.primary_metric`), for people.
+# The primary agreement statistics (`judges.agreement.primary_metric`), for people.
 STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
 
 
