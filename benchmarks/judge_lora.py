@@ -93,13 +93,13 @@ from infra.lm.threads import run_in_own_thread
 from infra.scales import ScoreScale
 from infra.settings import JudgeLoraSettings, JudgeSettings, LoraSettings
 from infra.traces.jsonl import JsonlTraceSource
+from judges.agreement import agreement_report
 from judges.align import align
 from judges.calibration import calibrate_threshold
 from judges.calls import gepa_reflection
 from judges.injection import PROBES
 from judges.lora_records import pointwise_records
 from judges.memory import ReviewedMemory
-from judges.metrics import agreement_report
 from judges.pass_fail_fit import validated_cut
 from judges.pointwise import PASS_QUESTION, SEED_JUDGE_PROMPTS, PointwiseJudge
 from judges.splits import judge_splits

@@ -53,8 +53,8 @@ from infra.lm.engine.cpu import cpu_summary
 from infra.lm.threads import run_in_own_thread
 from infra.settings import LoraSettings
 from judges.adapter import ServedJudgeAdapter
+from judges.agreement import agreement_report
 from judges.calibration import calibrate_threshold
-from judges.metrics import agreement_report
 from judges.pointwise import CHOICES, PASS_QUESTION, judge_messages
 from judges.types import JudgedItem
 from weights.lora import train_sft_adapter

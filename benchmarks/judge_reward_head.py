@@ -60,13 +60,14 @@ from infra.agents.intent_router import JUDGE_RUBRIC
 from infra.lm.engine.cpu import cpu_summary
 from infra.lm.model_files import resolve_model_path
 from infra.settings import Settings
+from judges.agreement import agreement_report
 from judges.align import Alignment
 from judges.calibration import calibrate_threshold
 from judges.injection import PROBES, planted
 from judges.judge import Judge
 from judges.judge_head import judge_head_step
 from judges.memory import ReviewedMemory
-from judges.metrics import agreement_report, cohen_kappa
+from judges.metrics import cohen_kappa
 from judges.pointwise import PASS_QUESTION, judge_messages
 from judges.reward_head import HeadFit, JudgeModel, fit_head, out_of_fold
 from judges.types import JudgedItem

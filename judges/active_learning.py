@@ -25,11 +25,16 @@ def least_certain(
 ) -> list[Uncertain]:
     """The `n` unlabelled traces whose probability is nearest `threshold`, least sure
     first; a trace in `labelled` is never picked."""
+    margins = threshold_margins(p_pass, threshold)
+    return [Uncertain(t, p_pass[t], margin) for t, margin in least_sure(margins, labelled, n)]
+
+
+def threshold_margins(p_pass: Mapping[str, float], threshold: float) -> dict[str, float]:
+    """Per trace |p_pass - threshold|: how sure a probability judge is of its verdict."""
     for trace_id, p in p_pass.items():
         if not (isinstance(p, int | float) and math.isfinite(p) and 0.0 <= p <= 1.0):
             raise ValueError(f"trace {trace_id}: p_pass must be a probability, got {p!r}")
-    margins = {trace_id: abs(p - threshold) for trace_id, p in p_pass.items()}
-    return [Uncertain(t, p_pass[t], margin) for t, margin in least_sure(margins, labelled, n)]
+    return {trace_id: abs(p - threshold) for trace_id, p in p_pass.items()}
 
 
 def least_sure(

@@ -24,6 +24,7 @@ from gepa_opt import Adapter, GEPAConfig, RejectReason, optimize
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.judge import Judge
+from judges.kinds import kind_of
 from judges.pass_fail_fit import PassFailFit
 from judges.scaled_fit import ScaledFit
 from judges.types import JudgedItem
@@ -67,7 +68,7 @@ class ScaleFit(Protocol):
 
 def fit_for(scale: ScoreScale) -> ScaleFit:
     """Pass/fail: a threshold calibrated on P(pass); any other scale: the judge answers on it."""
-    return PassFailFit() if scale.kind == "boolean" else ScaledFit(scale)
+    return PassFailFit() if kind_of(scale).pass_fail else ScaledFit(scale)
 
 
 @dataclass

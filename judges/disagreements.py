@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from judges.feedback import NightVerdicts
 from judges.judge import Judge
-from judges.scaled_fit import show
 from judges.types import JudgedItem
 
 EXCERPT = 160  # characters of request, reply and comment shown per row
@@ -19,28 +18,24 @@ def disagreements(
     "heldout": where the label served), both answers, the judge's score in [0, 1], and
     excerpts. Pass/fail: the verdict at the judge's threshold; another scale: its verdict
     on the scale, a number at least one unit from the person's."""
-    rows = []
+    kind, rows = judge.kind, []
     for item in labelled:
         score = verdicts.scores.get(item.id)
         if score is None or item.human_value is None:  # unjudged (failed), or unlabelled
             continue
-        if judge.scale.kind == "boolean":
-            said, distance = score >= judge.threshold, abs(score - judge.threshold)
-        elif item.id in verdicts.values:
-            said = verdicts.values[item.id]
-            distance = 1.0 - verdicts.margins.get(item.id, 0.0)
-        else:
+        said = kind.said(score, judge.threshold, verdicts.values.get(item.id))
+        if said is None:
             continue  # the judge's verdict could not be read
         if _agree(said, item.human_value):
             continue
         rows.append(
             (
-                distance,
+                kind.distance(score, judge.threshold, verdicts.margins.get(item.id, 0.0)),
                 {
                     "trace": item.id,
                     "split": splits.get(item.id, "-"),
-                    "people": show(_boolean(item.human_value, judge)),
-                    "judge": show(said),
+                    "people": kind.show(item.human_value),
+                    "judge": kind.show(said),
                     "judge_score": round(score, 3),
                     "request": item.input_text[:EXCERPT],
                     "reply": item.output_text[:EXCERPT],
@@ -55,7 +50,3 @@ def _agree(said: bool | str | float, human: bool | str | float) -> bool:
     if isinstance(said, float) and isinstance(human, int | float) and not isinstance(human, bool):
         return abs(said - human) < 1.0
     return said == human
-
-
-def _boolean(value: bool | str | float, judge: Judge) -> bool | str | float:
-    return bool(value) if judge.scale.kind == "boolean" else value

@@ -4,17 +4,17 @@ learning: pass/fail by P(pass) nearest its threshold, other scales by its own ma
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from infra.lm import LM
 from infra.traces import JudgeScore, LabelRequest
-from judges.active_learning import least_certain, least_sure
+from judges.active_learning import least_sure
 from judges.calls import answered, each
 from judges.judge import Judge
 from judges.parsing import Unparseable
-from judges.scaled_fit import show
 from judges.scaled_metric import ScaledMetric
 from judges.types import JudgedItem
 from judges.watch import Watch
@@ -91,28 +91,21 @@ def label_requests(
 ) -> list[LabelRequest]:
     """The n least sure traces that are neither labelled nor already waiting for a label
     (asked on an earlier night)."""
-    skip = verdicts.labelled | pending
-    if judge.scale.kind == "boolean":
-        picked = least_certain(verdicts.scores, skip, judge.threshold, n)
-        return [
-            LabelRequest(
-                trace_id=u.trace_id,
-                reason=(
-                    f"judge least sure: p_pass {u.p_pass:.3f} vs threshold {judge.threshold:.3f}"
-                ),
-                margin=u.margin,
-                judge_version=judge.label,
-            )
-            for u in picked
-        ]
+    kind, skip = judge.kind, verdicts.labelled | pending
+    margins = kind.label_margins(verdicts.scores, verdicts.margins, judge.threshold)
+
+    def reason(trace_id: str, margin: float) -> str:
+        score, value = verdicts.scores.get(trace_id, math.nan), verdicts.values.get(trace_id)
+        return f"judge least sure: {kind.unsure(score, margin, judge.threshold, value)}"
+
     return [
         LabelRequest(
             trace_id=trace_id,
-            reason=f"judge least sure: margin {margin:.3f}, verdict {_verdict(verdicts, trace_id)}",
+            reason=reason(trace_id, margin),
             margin=margin,
             judge_version=judge.label,
         )
-        for trace_id, margin in least_sure(verdicts.margins, skip, n)
+        for trace_id, margin in least_sure(margins, skip, n)
     ]
 
 
@@ -121,23 +114,23 @@ def judge_scores(
 ) -> list[JudgeScore]:
     """One score per judged trace, on the judge's scale; a trace whose verdict could not be
     read has no value on it, and gets none."""
-    scores = []
+    kind, scores = judge.kind, []
     for trace_id, score in verdicts.scores.items():
-        about = {"judge_version": judge.label, "judge_prompt_versions": judge.versions}
-        if judge.scale.kind == "boolean":
-            value = 1.0 if score >= judge.threshold else 0.0
-            about |= {"threshold": judge.threshold, "p_pass": score}
-        elif trace_id in verdicts.values:
-            value = verdicts.values[trace_id]
-            about |= {"threshold": judge.threshold, "score": score}
-        else:
+        said = kind.said(score, judge.threshold, verdicts.values.get(trace_id))
+        if said is None:  # unreadable: no value on the scale
             continue
+        about = {
+            "judge_version": judge.label,
+            "judge_prompt_versions": judge.versions,
+            "threshold": judge.threshold,
+            kind.score_name: score,
+        }
         scores.append(
             JudgeScore(
                 id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"flywheel/{run_id}/{name}/{trace_id}")),
                 trace_id=trace_id,
                 name=name,
-                value=value,
+                value=kind.stored(said),
                 timestamp=verdicts.judged_at,
                 kind=judge.scale.kind,
                 comment=verdicts.rationales.get(trace_id),
@@ -145,8 +138,3 @@ def judge_scores(
             )
         )
     return scores
-
-
-def _verdict(verdicts: NightVerdicts, trace_id: str) -> str:
-    value = verdicts.values.get(trace_id)
-    return "unreadable" if value is None else show(value)

@@ -2,7 +2,7 @@
 
 A judge that agrees with the humans less than the floor, or less than the judge already
 in use on the same held-out labels, would steer the agent worse than what runs today.
-Agreement is the scale's primary statistic (`judges.metrics.primary_metric`: kappa
+Agreement is the scale's primary statistic (`judges.agreement.primary_metric`: kappa
 for pass/fail), and both judges' must come from tonight's held-out split: a statistic
 measured on another night's labels is not comparable. Too few held-out labels make any
 statistic a coin toss (kappa on 5 labels swings by +-0.5), so below a minimum count the

@@ -69,7 +69,7 @@ async def injection_check(
 ) -> InjectionCheck | None:
     """The share of `items` people failed and `judge` judged fail that a planted probe
     turns to pass; None for a judge on another scale than pass/fail."""
-    if judge.scale.kind != "boolean":
+    if not judge.kind.pass_fail:
         return None
     metric = judge.metric(lm)
     failing = [item for item in items if item.human_pass is False]

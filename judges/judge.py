@@ -13,10 +13,11 @@ from datetime import datetime
 
 from infra.lm import LM
 from infra.scales import ScoreScale
-from judges.metrics import primary_metric
+from judges.agreement import primary_metric
+from judges.kinds import PASS_CUT, ScaleKind, kind_of
 from judges.pointwise import PointwiseJudge
 from judges.scaled import ScaledJudge
-from judges.scaled_metric import PASS_CUT, ScaledMetric
+from judges.scaled_metric import ScaledMetric
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,13 @@ class Judge:
                 f"a judge reads a LoRA adapter's verdict or a reward head on the base model's "
                 f"features, not both (adapter {self.adapter}, head {self.head})"
             )
-        if self.head is not None and self.scale.kind != "boolean":
+        if self.head is not None and not self.kind.pass_fail:
             raise ValueError(f"a reward head judges pass/fail, not a {self.scale.describe()} scale")
+
+    @property
+    def kind(self) -> ScaleKind:
+        """What differs by its scale's kind (`judges.kinds`), bound to its scale."""
+        return kind_of(self.scale)
 
     @property
     def primary(self) -> str:
@@ -64,15 +70,13 @@ class Judge:
     @property
     def cut(self) -> str:
         """Where it cuts, for people: "threshold 0.460" or "numeric 1 to 5 scale"."""
-        if self.scale.kind == "boolean":
-            return f"threshold {self.threshold:.3f}"
-        return f"{self.scale.describe()} scale"
+        return self.kind.cut(self.threshold)
 
     def metric(self, lm: LM, rationale_max_tokens: int = 48) -> PointwiseJudge | ScaledMetric:
         """The judge as a metric of replies: a score in [0, 1] (P(pass) for pass/fail,
         from its head when it has one, else its verdict placed on the scale's order), a
         pass at `threshold`, and a one-sentence rationale on demand (always generated)."""
-        if self.scale.kind == "boolean":
+        if self.kind.pass_fail:
             return PointwiseJudge(
                 lm,
                 self.prompts,

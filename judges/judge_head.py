@@ -70,7 +70,7 @@ async def judge_head_step(
     saved in `folder`; and what the step did."""
     judge, cfg = alignment.judge, cfg or HeadFit()
     step = JudgeHead(so_far, so_far_val, memory=memory)
-    if judge.scale.kind != "boolean":
+    if not judge.kind.pass_fail:
         step.note = f"a judge on a {judge.scale.describe()} scale has no head (pass/fail only)"
         return alignment, step
     started = time.perf_counter()

@@ -81,7 +81,7 @@ async def judge_lora_step(
     every checkpoint's folder, so the adapter is never read without them. `mismatched`:
     also train on passing replies under unlike requests, labelled fail."""
     judge, rubric_val = alignment.judge, alignment.judge_val_score
-    if judge.scale.kind != "boolean":
+    if not judge.kind.pass_fail:
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
         return alignment, JudgeLora(0, rubric_val, note=note)
     notes = ReviewedMemory(train, memory) if memory else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.scales import ScoreScale
 from infra.traces import Annotation
+from judges.kinds import kind_of
 from judges.types import JudgedItem
 
 Value = bool | str | float
@@ -33,12 +34,9 @@ def night_scale(name: str, scale: ScoreScale | None, annotations: list[Annotatio
 
 def value_on(scale: ScoreScale, annotation: Annotation) -> Value | None:
     """The annotation's value on the scale (bool, category or number); None when off it."""
-    if annotation.kind != scale.kind:
+    if annotation.kind != scale.kind:  # an annotation of another kind is off this scale
         return None
-    value = annotation.value
-    if scale.kind == "boolean" and value in (0, 1):
-        value = value == 1  # Langfuse gives a boolean as 1.0 / 0.0
-    return value if scale.contains(value) else None
+    return kind_of(scale).on_scale(annotation.value)
 
 
 def agreed_value(scale: ScoreScale, values: list[Value]) -> Value | None:
@@ -47,9 +45,7 @@ def agreed_value(scale: ScoreScale, values: list[Value]) -> Value | None:
     rule can settle for the judge (a person must)."""
     if len(set(values)) == 1:
         return values[0]
-    if scale.kind == "numeric":
-        return sum(float(v) for v in values) / len(values)
-    return None
+    return kind_of(scale).agreed(values)
 
 
 def labelled_item(

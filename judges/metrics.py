@@ -1,10 +1,9 @@
-"""Agreement between a judge and the humans, on held-out labels.
+"""Agreement statistics between a judge and the humans, on held-out labels.
 
-Which metrics make sense depends on the score's scale: pass/fail gets accuracy, Cohen's
-kappa and TPR/TNR; named categories get accuracy and kappa; ranked scores get weighted
-kappa and Spearman's rho (plus exact-match accuracy when the levels are discrete). Each
-comes with a bootstrap confidence interval (resampling examples, fixed seed). Pairwise
-judges add the flip rate, their sensitivity to answer order.
+Paired and scale-free: accuracy, Cohen's kappa, weighted kappa, Spearman's rho, TPR/TNR,
+and a bootstrap confidence interval for any of them (resampling examples, fixed seed).
+Which apply to a score is its scale kind's to say (`judges.kinds`; the report:
+`judges.agreement`). Pairwise judges add the flip rate, their sensitivity to answer order.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from infra.scales import ScoreScale
 
 Metric = Callable[[Sequence[Any], Sequence[Any]], float | None]
 
@@ -158,65 +155,6 @@ def bootstrap(
     low = values[int(tail * (len(values) - 1))]
     high = values[int((1 - tail) * (len(values) - 1))]
     return Estimate(point, low, high)
-
-
-def primary_metric(scale: ScoreScale) -> str:
-    """The `agreement_report` key that decides between judges on this scale, and that the
-    judge gate compares."""
-    if scale.kind == "boolean" or (scale.kind == "categorical" and not scale.ordinal):
-        return "kappa"
-    if scale.levels is not None:  # ordinal categories, or a bounded integer range
-        return "weighted_kappa"
-    return "spearman"
-
-
-def agreement_report(
-    pred: Sequence[Any], gold: Sequence[Any], seed: int = 0, *, scale: ScoreScale | None = None
-) -> dict[str, float]:
-    """Flat metrics for MLflow and the summary, chosen by the scale (boolean when None);
-    CIs as *_low / *_high. A metric undefined on this sample is left out, since MLflow
-    takes numbers only."""
-    scale = scale or ScoreScale("boolean")
-    if scale.kind != "boolean":  # booleans stay lenient: 1.0/0.0 and True/False both work
-        for value in (*pred, *gold):
-            if not scale.contains(value):
-                raise ValueError(f"{value!r} is not on the {scale.kind} scale")
-    report: dict[str, float] = {"n": float(len(gold))}
-    for name, metric in _interval_metrics(scale, pred, gold):
-        est = bootstrap(metric, pred, gold, seed=seed)
-        estimates = {name: est.value, f"{name}_low": est.low, f"{name}_high": est.high}
-        report |= {key: value for key, value in estimates.items() if value is not None}
-    if scale.kind == "boolean":
-        for name, rate in (("tpr", true_positive_rate), ("tnr", true_negative_rate)):
-            value = rate(pred, gold)
-            if value is not None:
-                report[name] = value
-    return report
-
-
-def _interval_metrics(
-    scale: ScoreScale, pred: Sequence[Any], gold: Sequence[Any]
-) -> list[tuple[str, Metric]]:
-    """(name, metric) pairs that get a bootstrap interval on this scale."""
-    if scale.kind == "boolean" or (scale.kind == "categorical" and not scale.ordinal):
-        return [("accuracy", accuracy), ("kappa", cohen_kappa)]
-    if scale.kind == "categorical":  # ordinal: spearman on the category ranks
-        rank = {category: i for i, category in enumerate(scale.categories)}
-        metrics: list[tuple[str, Metric]] = [
-            ("spearman", lambda p, g: spearman([rank[v] for v in p], [rank[v] for v in g]))
-        ]
-    else:
-        metrics = [("spearman", spearman)]
-    levels = scale.levels
-    # Exact match and weighted kappa need discrete levels; a numeric judge that answers
-    # between them (7.5 on a 1-10 scale) is continuous, and only the ranks compare.
-    if levels is not None and set(pred) | set(gold) <= set(levels):
-        # Quadratic weights: the usual choice for rating scales (QWK).
-        metrics[:0] = [
-            ("accuracy", accuracy),
-            ("weighted_kappa", lambda p, g: weighted_kappa(p, g, levels, "quadratic")),
-        ]
-    return metrics
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
+from judges.agreement import agreement_report
 from judges.calibration import balancing_weights, calibrate_threshold
 from judges.calls import answered, for_gepa
-from judges.metrics import agreement_report, cohen_kappa
+from judges.metrics import cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.reflective import Record, reflective_dataset, their_comment
 from judges.types import JudgedItem

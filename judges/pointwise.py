@@ -16,6 +16,7 @@ from infra.lm import LM, ModelCallFailed
 from judges.adapter import ServedJudgeAdapter, served
 from judges.calls import each
 from judges.judged_text import DATA_NOTE, as_data
+from judges.kinds.boolean import ANSWERS, QUESTION
 from judges.memory import ReviewedMemory
 from judges.reward_head import RewardHead, not_applicable
 from judges.types import JudgedItem
@@ -27,8 +28,10 @@ SEED_JUDGE_PROMPTS = {
         "off-topic, or does not give the answer."
     ),
 }
-CHOICES = ("Yes", "No")
-PASS_QUESTION = "Does the reply pass? Answer Yes or No."  # read as P(Yes) vs P(No)
+# The pass/fail kind's (`judges.kinds.boolean`): what a LoRA record on a label completes
+# with is what the judge is read on, P(Yes) vs P(No).
+CHOICES = ANSWERS
+PASS_QUESTION = QUESTION
 
 
 def seed_judge_prompts(rubric: str | None = None) -> dict[str, str]:

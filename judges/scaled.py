@@ -2,10 +2,11 @@
 
 Boolean, categorical and small numeric scales are read the way the pass/fail judge is:
 from the probabilities the model gives to each possible answer, not from its text
-(small models' written verdicts sit at chance). Categorical: the most probable category.
-Numeric with at most MAX_CHOICES integer steps: the probability-weighted mean, clipped to
-the range. A continuous numeric scale has no answer set to read, so its verdict is
-parsed from text, and an unparseable answer is returned as such, never defaulted.
+(small models' written verdicts sit at chance); what the answers are and which verdict
+their probabilities give is the scale's kind's (`judges.kinds`: the most probable
+category, the probability-weighted mean of a numeric scale's levels). A continuous
+numeric scale has no answer set to read, so its verdict is parsed from text, and an
+unparseable answer is returned as such, never defaulted.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from dataclasses import dataclass
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.calls import each
+from judges.kinds import kind_of
 from judges.parsing import ParsedVerdict, Unparseable, parse_verdict
 from judges.pointwise import judge_messages
 from judges.types import JudgedItem
-
-MAX_CHOICES = 11  # e.g. 0-10; beyond it, one log-probability pass per level costs too much
-BOOLEAN_ANSWERS = ("Yes", "No")
 
 
 @dataclass(frozen=True)
@@ -33,24 +32,7 @@ class ScaledVerdict:
 
 def answers(scale: ScoreScale) -> tuple[str, ...] | None:
     """The answers whose probabilities carry the verdict; None: read it from text."""
-    if scale.kind == "boolean":
-        return BOOLEAN_ANSWERS
-    if scale.kind == "categorical":
-        return scale.categories
-    levels = scale.levels
-    if levels is None or len(levels) > MAX_CHOICES:
-        return None
-    return tuple(str(int(v)) for v in levels)
-
-
-def question(scale: ScoreScale) -> str:
-    if scale.kind == "boolean":
-        return "Does the reply pass? Answer Yes or No."
-    if scale.kind == "categorical":
-        return f"Answer with one of: {', '.join(scale.categories)}."
-    low = "" if scale.minimum is None else f" from {scale.minimum:g}"
-    high = "" if scale.maximum is None else f" to {scale.maximum:g}"
-    return f"Score the reply{low}{high}. Answer with the number only."
+    return kind_of(scale).answers
 
 
 class ScaledJudge:
@@ -64,7 +46,8 @@ class ScaledJudge:
     ):
         self.lm, self.prompts, self.scale = lm, prompts, scale
         self.threshold, self.text_max_tokens = threshold, text_max_tokens
-        self.answers = answers(scale)
+        self.kind = kind_of(scale)
+        self.answers = self.kind.answers
 
     def messages(self, item: JudgedItem, ask: str) -> list[dict[str, str]]:
         return judge_messages(self.prompts["rubric"], item, ask)
@@ -76,14 +59,14 @@ class ScaledJudge:
                 return parsed
             return ScaledVerdict(parsed.value, {}, math.nan)
         logps = await self.lm.choice_logprobs(
-            self.messages(item, question(self.scale)), list(self.answers)
+            self.messages(item, self.kind.question), list(self.answers)
         )
         weights = [math.exp(lp) for lp in logps]
         total = sum(weights) or 1.0
         probs = {a: w / total for a, w in zip(self.answers, weights, strict=True)}
         ranked = sorted(probs.values(), reverse=True)
         margin = ranked[0] - (ranked[1] if len(ranked) > 1 else 0.0)
-        return ScaledVerdict(self._value(probs), probs, margin)
+        return ScaledVerdict(self.kind.from_probabilities(probs, self.threshold), probs, margin)
 
     async def verdicts(self, items: list[JudgedItem]) -> list[ScaledVerdict | Unparseable | None]:
         """Per item its verdict; None where the call failed for good (`judges.calls`)."""
@@ -100,16 +83,8 @@ class ScaledJudge:
 
     async def text_verdict(self, item: JudgedItem) -> ParsedVerdict | Unparseable:
         """The model's written verdict and rationale, parsed for this scale."""
-        ask = f"{question(self.scale)} Then give a one-sentence rationale."
+        ask = f"{self.kind.question} Then give a one-sentence rationale."
         completion = await self.lm.complete(
             self.messages(item, ask), max_tokens=self.text_max_tokens, temperature=0.0
         )
         return parse_verdict(completion.text, self.scale)
-
-    def _value(self, probs: dict[str, float]) -> bool | str | float:
-        if self.scale.kind == "boolean":
-            return probs["Yes"] >= self.threshold
-        if self.scale.kind == "categorical":
-            return max(probs, key=probs.get)
-        mean = sum(float(a) * p for a, p in probs.items())
-        return min(max(mean, self.scale.minimum), self.scale.maximum)

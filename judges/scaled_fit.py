@@ -1,13 +1,13 @@
 """Aligning a judge that answers on the humans' own scale (`judges.align`'s strategy
 for a categorical or numeric scale; it also takes a boolean one, read at P(yes) >= 0.5).
 
-The per-example score is how close the judge came to the human's value: for answers
-read from probabilities, the probability of the human's answer, weighted so each
-answer counts equally (a judge that always gives the majority answer must not win);
-for numbers, one minus the error as a share of the range. An unparseable verdict (a
-continuous scale is read from text) scores 0 and is counted, never given a default.
-A rubric is fitted as it is (no threshold) and measured by the scale's primary
-agreement statistic (`judges.metrics.primary_metric`).
+The per-example score is how close the judge came to the human's value, as the scale's
+kind credits it (`judges.kinds`): for answers read from probabilities, the probability
+of the human's answer, weighted so each answer counts equally (a judge that always gives
+the majority answer must not win); for numbers, one minus the error as a share of the
+range. An unparseable verdict (a continuous scale is read from text) scores 0 and is
+counted, never given a default. A rubric is fitted as it is (no threshold) and measured
+by the scale's primary agreement statistic (`judges.agreement.primary_metric`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.lm import LM
 from infra.scales import ScoreScale
-from judges.calibration import balancing_weights
-from judges.metrics import agreement_report, primary_metric
+from judges.agreement import agreement_report, primary_metric
+from judges.kinds import PASS_CUT, kind_of
 from judges.parsing import Unparseable
 from judges.reflective import Record, reflective_dataset, their_comment
-from judges.scaled import ScaledJudge, ScaledVerdict, answers
-from judges.scaled_metric import PASS_CUT
+from judges.scaled import ScaledJudge, ScaledVerdict
 from judges.types import JudgedItem
 
 
@@ -37,44 +36,21 @@ def check_labels(items: list[JudgedItem], scale: ScoreScale) -> None:
         )
 
 
-def answer_of(value: bool | str) -> str:
-    """The judge's answer that matches a human value (Yes/No for a boolean)."""
-    if isinstance(value, bool):
-        return "Yes" if value else "No"
-    return value
-
-
 def value_weights(items: list[JudgedItem], scale: ScoreScale) -> dict[Hashable, float]:
     """Balancing weights per answer; none for a numeric scale, scored by distance."""
-    if scale.kind == "numeric":
-        return {}
-    return balancing_weights((answer_of(i.human_value) for i in items), answers(scale))
-
-
-def closeness(error: float, scale: ScoreScale) -> float:
-    """1 at the human's value, 0 a whole range away; 1 / (1 + error) with no range."""
-    bounded = scale.minimum is not None and scale.maximum is not None
-    span = scale.maximum - scale.minimum if bounded else 0.0
-    return 1 - error / span if span else 1 / (1 + error)
+    return kind_of(scale).weights(i.human_value for i in items)
 
 
 def agreement_value(verdict: ScaledVerdict, scale: ScoreScale) -> bool | str | float:
     """The verdict as agreement metrics take it: a number on an integer scale goes to the
     nearest level, so exact match and weighted kappa apply (ties round up)."""
-    if scale.kind == "numeric" and scale.levels is not None:
-        return float(math.floor(verdict.value + 0.5))
-    return verdict.value
-
-
-def show(value: bool | str | float) -> str:
-    if isinstance(value, bool | str):
-        return answer_of(value)
-    return f"{round(value, 2):g}"
+    return kind_of(scale).agreement_value(verdict.value)
 
 
 class ScaledAlignmentAdapter(Adapter):
     def __init__(self, lm: LM, scale: ScoreScale, weights: dict[Hashable, float]):
         self.lm, self.scale, self.weights = lm, scale, weights
+        self.kind = kind_of(scale)
         self.unparseable = 0  # verdicts scored 0 because their text could not be read
 
     async def evaluate(
@@ -92,10 +68,9 @@ class ScaledAlignmentAdapter(Adapter):
     def score(self, item: JudgedItem, verdict: ScaledVerdict | Unparseable) -> float:
         if isinstance(verdict, Unparseable):
             return 0.0
-        if self.scale.kind == "numeric":  # the expected value, or the parsed number
-            return closeness(abs(verdict.value - item.human_value), self.scale)
-        answer = answer_of(item.human_value)
-        return self.weights[answer] * verdict.probabilities[answer]
+        return self.kind.credit(
+            verdict.value, verdict.probabilities, item.human_value, self.weights
+        )
 
     async def make_reflective_dataset(
         self,
@@ -112,12 +87,14 @@ class ScaledAlignmentAdapter(Adapter):
         else:
             top = sorted(v.probabilities.items(), key=lambda kv: -kv[1])[:3]
             probs = ", ".join(f"{answer} {p:.2f}" for answer, p in top)
-            judged = show(v.value) + (f" (answer probabilities: {probs})" if probs else "")
+            judged = self.kind.show(v.value) + (
+                f" (answer probabilities: {probs})" if probs else ""
+            )
         return {
             "Inputs": f"Request: {item.input_text}\nReply: {item.output_text}",
             "Generated Outputs": f"{judged}. The judge's reason: {reason}",
             "Feedback": (
-                f"The human reviewer's answer: {show(item.human_value)}."
+                f"The human reviewer's answer: {self.kind.show(item.human_value)}."
                 f"{their_comment(item.human_comment)}"
             ),
         }

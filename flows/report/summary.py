@@ -10,7 +10,7 @@ from flows.night.stages import PromptStage
 from flows.report.figures import prompt_diffs
 from flows.report.night_report import NightReport
 
-# The primary agreement statistics (`judges.metrics.primary_metric`), for people.
+# The primary agreement statistics (`judges.agreement.primary_metric`), for people.
 STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
 
 

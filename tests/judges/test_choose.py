@@ -11,10 +11,10 @@ from infra.lm.adapter_base import servable_on
 from infra.registry.mlflow_registry import Registry, RegistryError
 from infra.scales import ScoreScale
 from infra.settings import Settings
+from judges.agreement import primary_metric
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge
 from judges.judge import Judge
-from judges.metrics import primary_metric
 from judges.splits import judge_splits
 from judges.types import JudgedItem, LabelWindow
 from judges.versions import (

@@ -1,11 +1,11 @@
 import pytest
 
 from infra.scales import ScoreScale
+from judges.agreement import agreement_report
 from judges.calibration import balanced_accuracy, calibrate_threshold
 from judges.metrics import (
     Estimate,
     accuracy,
-    agreement_report,
     bootstrap,
     cohen_kappa,
     flip_rate,

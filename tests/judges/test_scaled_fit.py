@@ -11,8 +11,8 @@ import pytest
 from gepa_opt import Finished, GEPAConfig
 from infra.lm import Completion
 from infra.scales import ScoreScale
+from judges.agreement import agreement_report, primary_metric
 from judges.align import align
-from judges.metrics import agreement_report, primary_metric
 from judges.scaled import ScaledJudge
 from judges.scaled_fit import ScaledAlignmentAdapter, agreement_value, value_weights
 from judges.types import JudgedItem
