@@ -73,7 +73,7 @@ class Answered:
         return value
 
     def distance(self, score: float, threshold: float, margin: float) -> float:
-        return 1.0 - margin
+        return margin  # the verdict's own margin: the surest disagreements first
 
     def label_margins(
         self, scores: Mapping[str, float], margins: Mapping[str, float], threshold: float

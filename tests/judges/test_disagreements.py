@@ -46,3 +46,18 @@ def test_on_a_numeric_scale_a_verdict_within_one_unit_agrees():
     )
     rows = disagreements(items, verdicts, judge, {})
     assert [(r["trace"], r["people"], r["judge"]) for r in rows] == [("far", "1", "4.4")]
+
+
+def test_on_a_numeric_scale_the_surest_disagreements_come_first():
+    stars = ScoreScale("numeric", minimum=1, maximum=5, name="stars")
+    judge = Judge({"rubric": "r"}, stars)
+    items = [labelled("unsure", 1.0), labelled("sure", 1.0)]
+    verdicts = NightVerdicts(
+        {"unsure": 0.9, "sure": 0.9},
+        set(),
+        NOW,
+        values={"unsure": 4.0, "sure": 4.0},
+        margins={"unsure": 0.1, "sure": 0.7},
+    )
+    rows = disagreements(items, verdicts, judge, {})
+    assert [r["trace"] for r in rows] == ["sure", "unsure"]

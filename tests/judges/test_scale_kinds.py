@@ -236,7 +236,7 @@ def test_a_judge_on_its_own_scale_is_as_unsure_as_its_own_margin():
         kind = kind_of(scale)
         margins = {"a": 0.6, "b": 0.1}
         assert kind.label_margins({"a": 0.9, "b": 0.5}, margins, 0.5) == margins
-        assert kind.distance(0.9, 0.5, 0.25) == 0.75
+        assert kind.distance(0.9, 0.5, 0.25) == 0.25  # the surer, the higher in the table
     assert kind_of(ORDINAL).unsure(0.5, 0.1, 0.5, "ok") == "margin 0.100, verdict ok"
     assert kind_of(STARS).unsure(0.5, 0.1, 0.5, 3.456) == "margin 0.100, verdict 3.46"
     assert kind_of(STARS).unsure(0.0, 0.0, 0.5, None) == "margin 0.000, verdict unreadable"
