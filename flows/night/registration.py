@@ -173,6 +173,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         model_version=model_version,
         with_adapter=report.adapter_path is not None,
         candidate=passed,
+        experiment_id=registry.experiment_id,
     )
 
 

@@ -32,6 +32,7 @@ class Registered:
     with_adapter: bool
 
     candidate: bool = True  # alias "candidate" moved to it: it passed the promotion gate
+    experiment_id: str = ""  # the MLflow experiment the run is in (links to it)
 
     def describe(self) -> str:
         prompts = ", ".join(f"{name} v{v}" for name, v in self.prompt_versions.items())
