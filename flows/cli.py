@@ -116,7 +116,7 @@ def _status(args: argparse.Namespace) -> int:
     from flows.report.status import render, status_data
     from infra.registry.mlflow_registry import Registry
 
-    registry = Registry(settings)
+    registry = Registry(settings.mlflow)
     data = status_data(registry, settings)
     served = make_serving(settings)
     model = settings.registry.model_name

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -566,6 +567,29 @@ class RegistrySettings(Section):
     """The registered model: a version per night, its `production` alias what runs."""
 
 
+class MlflowSettings(BaseModel):
+    """What one `infra.registry.mlflow_registry.Registry` reads, and nothing else: its store,
+    its experiment and prompt prefix, and the HTTP knobs of a server. No section of the
+    TOML file: `Settings.mlflow` assembles it from [registry], `state_dir` and [network]'s
+    `mlflow_*` knobs, so a registry (or two, in one process) needs no whole Settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    tracking_uri: str
+    """The MLflow tracking and model-registry URI: a server's, or a local sqlite store."""
+    artifact_location: str | None = None
+    """Where a new experiment keeps its artifacts (a file URI beside a local store); None:
+    the store decides (a server picks its own artifact store)."""
+    experiment: str = "flywheel"
+    """The MLflow experiment the runs go in (created when missing)."""
+    prompt_name: str = "agent"
+    """Prefix of the registered prompts: `<prompt_name>-<component>`."""
+    timeout_s: PositiveInt = 60
+    """Per HTTP request to an MLflow server."""
+    max_retries: NonNegativeInt = 5
+    """MLflow's own retries of an HTTP request, with its backoff."""
+
+
 class ServingSettings(Section):
     """The server production runs on (vLLM with `--enable-lora` and runtime LoRA loading,
     or `flywheel serve-model`, which speaks the same API). Each registered version with an
@@ -760,6 +784,21 @@ class Settings(BaseSettings):
     @property
     def artifact_location(self) -> str:
         return (self.state_dir.resolve() / "mlartifacts").as_uri()
+
+    @property
+    def mlflow(self) -> MlflowSettings:
+        """The registry's settings: [registry] resolved against the state folder, with
+        [network]'s MLflow knobs. A local store keeps its artifacts beside it; a server
+        picks its own artifact store."""
+        local = urlsplit(self.tracking_uri).scheme in ("sqlite", "file", "")
+        return MlflowSettings(
+            tracking_uri=self.tracking_uri,
+            artifact_location=self.artifact_location if local else None,
+            experiment=self.registry.experiment,
+            prompt_name=self.registry.prompt_name,
+            timeout_s=self.network.mlflow_timeout_s,
+            max_retries=self.network.mlflow_max_retries,
+        )
 
     @classmethod
     def settings_customise_sources(

@@ -166,7 +166,7 @@ class Runtime:
 
     @property
     def registry(self) -> Registry:
-        return self._get("registry", lambda: Registry(self.settings))
+        return self._get("registry", lambda: Registry(self.settings.mlflow))
 
     def with_knobs(self, knobs: NightKnobs) -> Runtime:
         """The same live objects under a flow run's knobs."""

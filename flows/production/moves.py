@@ -33,7 +33,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
     move = await serving.promote(
         serving.make_serving(settings),
-        Registry(settings),
+        Registry(settings.mlflow),
         model,
         version,
         settings.promotion,
@@ -50,8 +50,8 @@ async def rollback_flow(by: str) -> promotion.Move:
     settings = Settings()
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
-    served = serving.make_serving(settings)
-    return await recorded(await serving.rollback(served, Registry(settings), model, by, hub), model)
+    served, registry = serving.make_serving(settings), Registry(settings.mlflow)
+    return await recorded(await serving.rollback(served, registry, model, by, hub), model)
 
 
 @flow(name="serving-sync")
@@ -62,7 +62,7 @@ async def serving_sync_flow() -> list[str]:
     if served is None:
         return ["no serving server is set ([serving] base_url): nothing to sync"]
     model = settings.registry.model_name
-    done = await serving.reconcile(served, Registry(settings), model)
+    done = await serving.reconcile(served, Registry(settings.mlflow), model)
     await create_markdown_artifact(
         markdown=f"# serving of `{model}`\n\n" + "\n".join(f"- {line}" for line in done),
         key="serving-sync",

@@ -228,7 +228,7 @@ def _point_production(
     if hub is not None and hub.names:
         managed = json.loads(tags.get(MANAGED_TAG, "null"))
         if managed is None:  # registered before the hub: its texts go there now
-            prefix = f"{registry.settings.registry.prompt_name}-"
+            prefix = f"{registry.settings.prompt_name}-"
             texts = {
                 name.removeprefix(prefix): registry.load_prompt(f"prompts:/{name}/{v}")
                 for name, v in prompt_versions.items()

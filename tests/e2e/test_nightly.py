@@ -240,7 +240,7 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
         agent_opt={"max_metric_calls": 12, "pareto_size": 4, "reflection_minibatch_size": 3},
         lora={"max_train_examples": 4, "samples_per_example": 1, "batch_size": 4},
     )
-    registry = Registry(settings)
+    registry = Registry(settings.mlflow)
     adapter = random_lora_adapter(str(resolve_model_path("")), tmp_path / "earlier-adapter")
     with registry.start_run("nightly-earlier"):  # what an earlier night promoted
         log_evidence(registry, Evidence({"e": 1.0}, {"e": 0.0}, by_labels=True))

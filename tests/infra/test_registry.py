@@ -1,6 +1,7 @@
 """The MLflow registry on a real sqlite store; one store for the module (MLflow is slow)."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def settings(tmp_path_factory) -> Settings:
 
 @pytest.fixture(scope="module")
 def registry(settings) -> Registry:
-    return Registry(settings)
+    return Registry(settings.mlflow)
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +94,11 @@ def test_model_versions_with_and_without_adapter(registry, adapter):
     assert {m.key: m.value for m in logged.metrics} == {"heldout_accuracy": 0.75}
     assert json.loads(logged.tags["mlflow.linkedPrompts"]) == [{"name": name, "version": "1"}]
 
-    bundle = mlflow.pyfunc.load_model(f"models:/agent/{with_adapter}")
-    assert bundle.predict(["rubric"]) == ["Is {{answer}} right?"]
-    assert (bundle.unwrap_python_model().adapter_dir / "adapter_config.json").is_file()
-    bundle = mlflow.pyfunc.load_model("models:/agent@candidate")
+    with registry.fluent():  # the registry points MLflow at its store for the block only
+        bundle = mlflow.pyfunc.load_model(f"models:/agent/{with_adapter}")
+        assert bundle.predict(["rubric"]) == ["Is {{answer}} right?"]
+        assert (bundle.unwrap_python_model().adapter_dir / "adapter_config.json").is_file()
+        bundle = mlflow.pyfunc.load_model("models:/agent@candidate")
     assert bundle.unwrap_python_model().adapter_dir is None
 
 
@@ -154,7 +156,7 @@ def test_unusable_store_is_one_sentence(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(RegistryError, match="FLYWHEEL_STATE_DIR"):
-        Registry(Settings(state_dir=blocker / "state"))
+        Registry(Settings(state_dir=blocker / "state").mlflow)
 
 
 def test_prompt_version_at_alias_carries_its_tags(registry):
@@ -175,3 +177,57 @@ def test_a_closed_run_takes_later_metrics(registry):
         registry.log_text("later", "report.md")
     data = registry.client.get_run(run.info.run_id).data
     assert data.metrics == {"a": 1.0, "scores_written": 3.0}
+
+
+def test_two_registries_in_one_process_keep_to_their_own_stores(tmp_path, monkeypatch):
+    import mlflow
+
+    from infra.settings import MlflowSettings
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's, for their own MLflow
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    before = (dict(os.environ), mlflow.get_tracking_uri(), mlflow.get_registry_uri())
+
+    one = Registry(Settings(state_dir=tmp_path / "one").mlflow)
+    two = Registry(
+        MlflowSettings(
+            tracking_uri=f"sqlite:///{tmp_path / 'two' / 'mlflow.db'}",
+            artifact_location=(tmp_path / "two" / "mlartifacts").as_uri(),
+            experiment="elsewhere",
+            prompt_name="other",
+            timeout_s=9,
+            max_retries=1,
+        )
+    )
+    assert (dict(os.environ), mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == before
+
+    with one.start_run("night-one") as run:
+        assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "60"  # one's, for its block
+        assert mlflow.get_tracking_uri() == one.tracking_uri
+        # the other registry in the middle of one's run: its own store, then back to one's
+        two_prompt = two.register_prompt(two.prompt_name("system"), "two's text")
+        assert two.load_prompt(f"prompts:/other-system/{two_prompt}") == "two's text"
+        assert mlflow.get_tracking_uri() == one.tracking_uri
+        one.log_metrics({"x": 1.0})
+        one.register_prompt(one.prompt_name("system"), "one's text")
+        one.register_model_version("agent", None, ["prompts:/agent-system/1"], {"gain": 0.5})
+    with two.start_run("night-two"):
+        assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "9"
+        assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "1"
+        two.log_metrics({"x": 2.0})
+        two.log_text("two's notes", "notes.txt")
+
+    assert (dict(os.environ), mlflow.get_tracking_uri(), mlflow.get_registry_uri()) == before
+    assert [r.name for r in one.recent_runs(5)] == ["night-one"]
+    assert [r.name for r in two.recent_runs(5)] == ["night-two"]
+    assert one.client.get_run(run.info.run_id).data.metrics == {"x": 1.0, "gain": 0.5}
+    assert one.load_prompt("prompts:/agent-system/1") == "one's text"
+    assert one.get_alias("agent", "candidate") == 1 and two.get_alias("agent", "candidate") is None
+    assert two.client.search_registered_models() == []  # prompts only, no model
+    assert (tmp_path / "one" / "mlflow.db").is_file() and (tmp_path / "two" / "mlflow.db").is_file()
+    assert two.client.get_experiment(two.experiment_id).name == "elsewhere"
+
+
+def test_the_whole_settings_are_refused_with_the_way_to_build_one():
+    with pytest.raises(TypeError, match=r"Registry\(settings.mlflow\)"):
+        Registry(Settings())

@@ -69,13 +69,19 @@ class Night:
 
     def __init__(self, state):
         self.settings = Settings(state_dir=state)
-        self.registry = Registry(self.settings)
+        self.registry = Registry(self.settings.mlflow)
         self.lm = JudgeModel()
 
 
 @pytest.fixture(scope="module")
 def rt(tmp_path_factory) -> Night:
     return Night(tmp_path_factory.mktemp("gate") / "state")
+
+
+def prompts_named(rt: Night, monkeypatch, prefix: str) -> None:
+    """The registry's prompts under prefix `prefix` for one test."""
+    settings = rt.registry.settings.model_copy(update={"prompt_name": prefix})
+    monkeypatch.setattr(rt.registry, "settings", settings)
 
 
 def collected() -> list[JudgedItem]:
@@ -219,7 +225,7 @@ def test_a_production_judge_without_its_threshold_is_refused(rt):
 
 
 async def test_a_graded_night_gates_on_weighted_kappa(rt, monkeypatch):
-    monkeypatch.setattr(rt.settings.registry, "prompt_name", "graded")  # judges read "rubric"
+    prompts_named(rt, monkeypatch, "graded")  # judges read "rubric"
     name = rt.registry.prompt_name("judge-rubric")
     night = graded()
     first = await gate_judge_stage(rt, "n1", aligned("rubric", "sharp v1", 0.8, 0.5, STARS), night)
@@ -240,7 +246,7 @@ async def test_a_graded_night_gates_on_weighted_kappa(rt, monkeypatch):
 
 
 async def test_a_judge_in_use_on_another_scale_is_not_compared(rt, monkeypatch):
-    monkeypatch.setattr(rt.settings.registry, "prompt_name", "switched")
+    prompts_named(rt, monkeypatch, "switched")
     name = rt.registry.prompt_name("judge-rubric")
     await gate_judge_stage(rt, "n1", aligned("rubric", "sharp v1", 0.9, 0.5, STARS), graded())
     rt.lm.judged.clear()
@@ -281,7 +287,7 @@ def judge_adapter(folder, base: str) -> str:
 async def test_a_judge_in_use_that_tonights_judge_model_cannot_serve_is_not_compared(
     rt, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(rt.settings.registry, "prompt_name", "bigger")
+    prompts_named(rt, monkeypatch, "bigger")
     name = rt.registry.prompt_name("judge-rubric")
     small = ServingJudgeModel(str(tmp_path / "small-model"))
     first = aligned("rubric", "sharp v1", 0.9, 0.5)

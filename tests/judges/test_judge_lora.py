@@ -121,7 +121,7 @@ async def test_the_gate_compares_rubric_plus_adapter_versions(tmp_path):
     rubric alone on the same held-out labels, and keeps it."""
     lm, items = AdapterLM(), labelled()
     train, val, heldout = judge_splits(items, 0.4, 0)
-    registry = Registry(Settings(state_dir=tmp_path / "state"))
+    registry = Registry(Settings(state_dir=tmp_path / "state").mlflow)
     window = LabelWindow(len(items), None, None, None, None)
     fit, _ = trainer(tmp_path, "sharp")
     first, _ = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
@@ -221,7 +221,7 @@ async def test_a_judge_with_a_memory_trains_on_its_notes_and_keeps_them_with_its
     tonight = list(lm.asked)
     assert all(INTRO in text and text.count("note on t") == 2 for text in tonight)
 
-    registry = Registry(Settings(state_dir=tmp_path / "state"))
+    registry = Registry(Settings(state_dir=tmp_path / "state").mlflow)
     window = LabelWindow(len(items), None, None, None, None)
     await choose_judge(lm, registry, "n1", alignment, heldout, window, 0.2, 0)
     reloaded = production_judge(registry, ["rubric"], tmp_path / "night2")

@@ -222,7 +222,7 @@ async def test_a_head_is_registered_with_its_judge_version_and_reloaded(tmp_path
         lm, aligned(0.0), train, val, heldout, tmp_path / "head", "the rubric", 0.0, 0, memory=2
     )
     assert step.kept and (tmp_path / "head" / MEMORY_FILE).is_file()
-    registry = Registry(Settings(state_dir=tmp_path / "state"))
+    registry = Registry(Settings(state_dir=tmp_path / "state").mlflow)
     window = LabelWindow(len(items), None, None, None, None)
     gate = await choose_judge(lm, registry, "n1", alignment, heldout, window, 0.2, 0)
     ((name, _),) = gate.registered.items()

@@ -22,7 +22,7 @@ class Crash(RuntimeError):
 
 def test_a_night_killed_while_registering_resumes_without_duplicates(tmp_path, monkeypatch):
     settings = Settings(state_dir=tmp_path / "state")
-    registry = Registry(settings)
+    registry = Registry(settings.mlflow)
     rt = Runtime(settings, registry=registry)
     night = replace(report(0.5), promotion=PASSED)
     night.steps[0].prompt.curve = [(10, 0.2), (30, 0.4)]
@@ -58,7 +58,7 @@ def test_a_night_killed_while_registering_resumes_without_duplicates(tmp_path, m
 
 def test_a_new_text_for_the_same_night_is_a_new_version(tmp_path):
     settings = Settings(state_dir=tmp_path / "state")
-    rt = Runtime(settings, registry=Registry(settings))
+    rt = Runtime(settings, registry=Registry(settings.mlflow))
     night = report(0.5)
     register_versions(rt, "n1", night)
     other = replace(night, prompts={"instructions": "changed"})
@@ -80,7 +80,7 @@ from tests.flows.report.test_report import report
 settings = Settings(state_dir=sys.argv[1])
 night = replace(report(0.5), promotion=PromotionDecision(True, "beats production", 0.2, 0.1, 0.3))
 Registry.register_model_version = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
-register_versions(Runtime(settings, registry=Registry(settings)), "n1", night)
+register_versions(Runtime(settings, registry=Registry(settings.mlflow)), "n1", night)
 """
 
 
@@ -93,7 +93,7 @@ def test_a_night_sigkilled_while_registering_resumes_its_run(tmp_path):
     child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(state)], timeout=300)
     assert child.returncode == -9  # killed between the prompt versions and the model version
     settings = Settings(state_dir=state)
-    registry = Registry(settings)
+    registry = Registry(settings.mlflow)
     (left,) = registry.client.search_runs([registry.experiment_id])
     assert left.info.status == "RUNNING"  # nothing could end it
     name = registry.prompt_name("instructions")
@@ -109,7 +109,7 @@ def test_a_night_sigkilled_while_registering_resumes_its_run(tmp_path):
 
 def test_each_weight_step_s_training_sets_are_the_run_s_datasets_with_provenance(tmp_path):
     settings = Settings(state_dir=tmp_path / "state")
-    registry = Registry(settings)
+    registry = Registry(settings.mlflow)
     rt = Runtime(settings, registry=registry)
     sets = tmp_path / "n1" / "training"
     sets.mkdir(parents=True)

@@ -62,7 +62,7 @@ def night(registry: Registry, name: str, evidence: Evidence) -> int:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory) -> Registry:
-    return Registry(Settings(state_dir=tmp_path_factory.mktemp("promotion")))
+    return Registry(Settings(state_dir=tmp_path_factory.mktemp("promotion")).mlflow)
 
 
 def production_prompt(registry: Registry) -> str | None:
@@ -107,7 +107,7 @@ def test_promote_refuse_repeat_and_roll_back(registry):
     runs = {r.name for r in registry.recent_runs(20)}
     assert {f"promoted-v{v1}", f"refused-v{v2}", f"rolled-back-v{v1}"} <= runs
 
-    text = "\n".join(status_lines(registry, registry.settings))
+    text = "\n".join(status_lines(registry, Settings()))
     assert f"Production: agent v{v1}: prompts agent-instructions v1, no LoRA adapter" in text
     assert f"rolled back v{v1} by dee" in text
     assert f"Candidate: agent v{v4}" in text  # the newest night's version, not promoted
@@ -115,7 +115,7 @@ def test_promote_refuse_repeat_and_roll_back(registry):
 
 def test_the_command_line_records_each_move_as_a_flow_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
-    registry = Registry(Settings())
+    registry = Registry(Settings().mlflow)
     night(registry, "n1", gain_over(None, 15))
     with prefect_harness():
         assert main(["promote", "--by", "ops"]) == 0
@@ -150,7 +150,7 @@ def test_the_langfuse_production_label_moves_with_production(tmp_path):
             public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
         ).api
         hub = PromptHub(TraceSettings(managed_prompts={"instructions": "router"}), api=api)
-        registry = Registry(Settings(state_dir=tmp_path))
+        registry = Registry(Settings(state_dir=tmp_path).mlflow)
 
         v1 = night(registry, "n1", gain_over(None, 12))
         publish_managed(

@@ -130,7 +130,7 @@ async def test_promote_and_rollback_serve_the_version_the_agent_calls(
         for name in ("a1", "a2"):
             await srv.server.unload_adapter(name)
 
-        registry = Registry(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url).mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
         move = await serving.promote(srv, registry, MODEL, None, CFG, "ada", hub=hub)
         assert (move.action, move.version) == ("promoted", v1)
@@ -155,7 +155,7 @@ async def test_promote_and_rollback_serve_the_version_the_agent_calls(
 async def test_a_demoted_adapter_stays_loaded_for_its_grace_period(checkpoint, adapters, tmp_path):
     with model_server(checkpoint) as url:
         srv = serving.make_serving(settings_for(tmp_path, url, unload_after_s=600))
-        registry = Registry(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url).mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
         await serving.promote(srv, registry, MODEL, v1, CFG, "ada")
         v2 = night(registry, "n2", gain_over(v1, 12), adapters[1])
@@ -174,7 +174,7 @@ async def test_a_cut_promotion_and_a_restarted_server_are_mended_by_the_next_com
     port = free_port()
     with model_server(checkpoint, port) as url:
         srv = serving.make_serving(settings_for(tmp_path, url, unload_after_s=0))
-        registry = Registry(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url).mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
         await serving.promote(srv, registry, MODEL, v1, CFG, "ada")
         v2 = night(registry, "n2", gain_over(v1, 12), adapters[1])
@@ -207,7 +207,7 @@ async def test_a_version_the_server_cannot_load_is_refused_and_production_stays(
 ):
     with model_server(checkpoint) as url:
         srv = serving.make_serving(settings_for(tmp_path, url))
-        registry = Registry(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url).mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
         await serving.promote(srv, registry, MODEL, v1, CFG, "ada")
         v2 = night(registry, "n2", gain_over(v1, 12), adapters[1])
@@ -233,7 +233,7 @@ def test_the_command_line_shows_and_syncs_the_server(
             "SERVING__BASE_URL": url,
         }.items():
             monkeypatch.setenv(f"FLYWHEEL_{key}", value)
-        registry = Registry(Settings())
+        registry = Registry(Settings().mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
         asyncio.run(serving.promote(None, registry, MODEL, v1, CFG, "ada"))  # registry alone
         assert not asyncio.run(loaded(url))
@@ -252,7 +252,7 @@ async def test_a_server_lost_after_the_move_is_a_warning_not_a_failed_move(
 ):
     with model_server(checkpoint) as url:
         srv = serving.make_serving(settings_for(tmp_path, url))
-        registry = Registry(settings_for(tmp_path, url))
+        registry = Registry(settings_for(tmp_path, url).mlflow)
         v1 = night(registry, "n1", gain_over(None, 12), adapters[0])
 
         async def lost(*args, **kwargs):
