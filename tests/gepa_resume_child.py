@@ -1,6 +1,6 @@
 """A GEPA run the resume test kills with SIGKILL and then runs again: `python -m` target.
 
-    python tests/gepa_resume_child.py RUN_DIR LOG BUDGET
+    python -m tests.gepa_resume_child RUN_DIR LOG BUDGET   (from the clone's root)
 
 The adapter appends every pair it is called for to LOG (one JSON line each, before it
 answers), so the test can count what every process of the run paid. Its trajectories are

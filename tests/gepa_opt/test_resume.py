@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-CHILD = Path(__file__).parents[1] / "gepa_resume_child.py"
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 150
 WORKERS = 4  # the child's max_concurrency: at most this many calls in flight at a kill
 # Each kill counts up to WORKERS calls the adapter never saw, so a run pays the adapter about
@@ -32,9 +32,12 @@ def paid(log: Path) -> list[tuple]:
 
 
 def run_child(run_dir: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(CHILD.parents[1])}
+    # as a module from the clone's root: run as a script, its folder (tests/) would come
+    # first on sys.path, and tests/gepa_opt/ would stand in for the real gepa_opt
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, str(CHILD), str(run_dir), str(log), str(BUDGET)],
+        [sys.executable, "-m", "tests.gepa_resume_child", str(run_dir), str(log), str(BUDGET)],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         env=env,
         text=True,
