@@ -81,7 +81,7 @@ async def judge_twice(lm: LocalLM) -> list[tuple[float, float, float]]:
         threshold, kappa = await fit_and_validate(
             judge_lm, SEED_JUDGE_PROMPTS, train[::order], val[::order]
         )
-        report = await heldout_agreement(
+        report, _ = await heldout_agreement(
             judge_lm, SEED_JUDGE_PROMPTS, threshold, heldout[::order], 0
         )
         fits.append((threshold, kappa, report["kappa"]))

@@ -26,7 +26,7 @@ from gepa_opt.events import (
 )
 from gepa_opt.extraction import extract_proposal
 from gepa_opt.meta_prompt import DEFAULT_REFLECTION_PROMPT
-from gepa_opt.result import GEPAResult
+from gepa_opt.result import GEPAResult, PoolEntry
 from gepa_opt.shape import ProposalShape
 from gepa_opt.state import ProposalRecord
 from gepa_opt.stopping import LMUsage, StopRules, TokenPricing
@@ -61,6 +61,7 @@ __all__ = [
     "GEPAEvent",
     "GEPAResult",
     "MergeTried",
+    "PoolEntry",
     "ProposalAccepted",
     "ProposalFinished",
     "ProposalRecord",

@@ -14,6 +14,19 @@ from gepa_opt.types import Candidate, ExampleId
 
 
 @dataclass(frozen=True)
+class PoolEntry:
+    """One candidate of the pool, as a picture of the search draws it."""
+
+    parents: tuple[int, ...]
+    """Pool indices: () for the seed, (parent,) for a mutation, (i, j) for a merge."""
+    val_score: float
+    """Its mean over the valset."""
+    found_at: int | None = None
+    """The run's metric calls spent when it joined the pool, as its listener saw them
+    (`BudgetUsed` before its `ProposalAccepted`); None: not seen."""
+
+
+@dataclass(frozen=True)
 class GEPAResult:
     candidates: list[Candidate]
     """The pool, in the order added; index 0 is the seed."""
@@ -52,6 +65,14 @@ class GEPAResult:
         """The Pareto front's candidates (by index), each with the number of val examples
         it is best on: the weights GEPA samples parents by."""
         return win_counts(self.val_subscores, pruning)
+
+    def pool(self) -> tuple[PoolEntry, ...]:
+        """Every candidate's lineage and val score, in pool order (no `found_at`: the result
+        holds no clock of the run; a listener to its events does)."""
+        return tuple(
+            PoolEntry(tuple(parents), score)
+            for parents, score in zip(self.parents, self.val_aggregate_scores, strict=True)
+        )
 
     @property
     def accepted_proposals(self) -> int:

@@ -20,14 +20,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gepa_opt import Adapter, GEPAConfig, RejectReason, optimize
+from gepa_opt import Adapter, GEPAConfig, PoolEntry, RejectReason, optimize
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.judge import Judge
 from judges.kinds import kind_of
 from judges.pass_fail_fit import PassFailFit
 from judges.scaled_fit import ScaledFit
-from judges.types import JudgedItem
+from judges.types import HeldoutVerdict, JudgedItem
 
 
 class ScaleFit(Protocol):
@@ -61,9 +61,10 @@ class ScaleFit(Protocol):
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
         """`agreement_report` of the judge on `items`, read with its LoRA `adapter` or its
-        reward `head` (folders; pass/fail judges only)."""
+        reward `head` (folders; pass/fail judges only), and each judged item's label
+        beside its verdict (`Judge.heldout_verdicts`)."""
 
 
 def fit_for(scale: ScoreScale) -> ScaleFit:
@@ -87,6 +88,9 @@ class Alignment:
     refused: int = 0  # proposals refused unevaluated: they restated the meta-prompt
     curve: list[tuple[int, float]] = field(default_factory=list)  # (metric calls, best val)
     floor: float = -math.inf  # the validation agreement a rubric needs to replace the seed
+    # GEPA's pool: each candidate's parents, validation score and when it was found (a
+    # tuple: its class default is what a result pickled before this field reads)
+    pool: tuple[PoolEntry, ...] = ()
 
     @property
     def primary(self) -> str:
@@ -126,7 +130,7 @@ async def align(
     fit = fit_for(scale)
     fit.check(train + val + heldout)  # before any budget is spent
     adapter = fit.adapter(lm, train + val)
-    best, used, refused = dict(seed_prompts), 0, 0
+    best, used, refused, pool = dict(seed_prompts), 0, 0, ()
     if config is not None:
         seed = config.seed
         result = await optimize(
@@ -141,6 +145,7 @@ async def align(
         )
         best, used = dict(result.best_candidate), result.metric_calls_used
         refused = result.rejections.get(RejectReason.REFUSED, 0)
+        pool = result.pool()
     seed_fitted = fit.fit(lm, seed_prompts, train, val, seed)
     if best == seed_prompts:  # one reading of the judge, not two of the same prompts
         (seed_cut, seed_val) = (best_cut, best_val) = await seed_fitted
@@ -152,14 +157,18 @@ async def align(
     chosen, cut = (seed_prompts, seed_cut) if kept_seed else (best, best_cut)
     seed_measured = fit.agreement(lm, seed_prompts, seed_cut, heldout, seed)
     if chosen == seed_prompts:
-        seed_report = chosen_report = await seed_measured
+        (seed_report, seed_verdicts) = (chosen_report, chosen_verdicts) = await seed_measured
     else:
-        seed_report, chosen_report = await asyncio.gather(
+        (seed_report, seed_verdicts), (chosen_report, chosen_verdicts) = await asyncio.gather(
             seed_measured, fit.agreement(lm, chosen, cut, heldout, seed)
         )
     return Alignment(
-        judge=Judge(dict(chosen), scale, cut, heldout=chosen_report),
-        seed=Judge(dict(seed_prompts), scale, seed_cut, heldout=seed_report),
+        judge=Judge(
+            dict(chosen), scale, cut, heldout=chosen_report, heldout_verdicts=chosen_verdicts
+        ),
+        seed=Judge(
+            dict(seed_prompts), scale, seed_cut, heldout=seed_report, heldout_verdicts=seed_verdicts
+        ),
         val_score=best_val,
         seed_val_score=seed_val,
         kept_seed=kept_seed,
@@ -169,4 +178,5 @@ async def align(
         unparseable=adapter.unparseable,
         refused=refused,
         floor=floor,
+        pool=pool,
     )

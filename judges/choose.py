@@ -93,10 +93,10 @@ async def choose_judge(
     if stored is not None and (why := not_comparable(lm, stored, tonight.scale)):
         note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
     if stored is not None:
-        report = await fit_for(stored.scale).agreement(
+        report, verdicts = await fit_for(stored.scale).agreement(
             lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head
         )
-        previous = replace(stored, heldout=report)
+        previous = replace(stored, heldout=report, heldout_verdicts=verdicts)
     decision = gate_judge(
         tonight.heldout_score, floor, previous, tonight.primary, len(heldout), min_labels
     )

@@ -18,6 +18,7 @@ from judges.kinds import PASS_CUT, ScaleKind, kind_of
 from judges.pointwise import PointwiseJudge
 from judges.scaled import ScaledJudge
 from judges.scaled_metric import ScaledMetric
+from judges.types import HeldoutVerdict
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Judge:
     # When the labels it learned from were fetched (a registered version's): labels made
     # after it are new to it, and watching its agreement on them shows drift.
     made_at: datetime | None = None
+    # Per held-out label, people's label beside its verdict, measured with `heldout`; ()
+    # for a judge read back from the registry, or pickled before this field was kept.
+    heldout_verdicts: tuple[HeldoutVerdict, ...] = ()
 
     def __post_init__(self) -> None:
         if self.head is not None and self.adapter is not None:

@@ -118,8 +118,17 @@ async def judge_head_step(
         notes.save(folder)
     step.seconds = time.perf_counter() - started
     step.strength, step.labels, step.kept = head.strength, head.labels, str(folder)
-    report = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, head=str(folder))
-    tuned = replace(judge, threshold=cut, heldout=report, adapter=None, head=str(folder))
+    report, verdicts = await heldout_agreement(
+        lm, judge.prompts, cut, heldout, seed, head=str(folder)
+    )
+    tuned = replace(
+        judge,
+        threshold=cut,
+        heldout=report,
+        heldout_verdicts=verdicts,
+        adapter=None,
+        head=str(folder),
+    )
     return replace(alignment, judge=tuned), step
 
 

@@ -116,7 +116,9 @@ async def judge_lora_step(
         )
         return alignment, step
     _, cut, folder = best
-    report = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, str(folder))
+    report, verdicts = await heldout_agreement(lm, judge.prompts, cut, heldout, seed, str(folder))
     step.kept, step.heldout = str(folder), report
-    tuned = replace(judge, threshold=cut, heldout=report, adapter=str(folder))  # notes inside
+    tuned = replace(  # notes inside
+        judge, threshold=cut, heldout=report, heldout_verdicts=verdicts, adapter=str(folder)
+    )
     return replace(alignment, judge=tuned), step

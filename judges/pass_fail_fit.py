@@ -20,7 +20,7 @@ from judges.calls import answered, for_gepa
 from judges.metrics import cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.reflective import Record, reflective_dataset, their_comment
-from judges.types import JudgedItem
+from judges.types import HeldoutVerdict, JudgedItem
 
 
 def label_weights(items: list[JudgedItem]) -> dict[bool, float]:
@@ -120,13 +120,19 @@ async def heldout_agreement(
     seed: int,
     adapter: str | None = None,
     head: str | None = None,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
     """Agreement over the items whose judging call succeeded; "failed" counts the rest;
-    read with the judge's LoRA `adapter` or reward `head` (folders) if it has one."""
+    read with the judge's LoRA `adapter` or reward `head` (folders) if it has one. With
+    it, each judged item's label beside the judge's P(pass) and verdict at `threshold`."""
     judge = PointwiseJudge(lm, prompts, adapter=adapter, head=head)
     judged, probs = answered(items, await judge.p_pass_many(items))
-    report = agreement_report([p >= threshold for p in probs], _labels(judged), seed)
-    return report | {"failed": float(len(items) - len(judged))}
+    verdicts = [p >= threshold for p in probs]
+    report = agreement_report(verdicts, _labels(judged), seed)
+    pairs = tuple(
+        HeldoutVerdict(item.id, bool(item.human_pass), said, p, float(bool(item.human_pass)))
+        for item, p, said in zip(judged, probs, verdicts, strict=True)
+    )
+    return report | {"failed": float(len(items) - len(judged))}, pairs
 
 
 @dataclass(frozen=True)
@@ -160,5 +166,5 @@ class PassFailFit:
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
         return await heldout_agreement(lm, prompts, threshold, items, seed, adapter, head)

@@ -24,7 +24,8 @@ from judges.kinds import PASS_CUT, kind_of
 from judges.parsing import Unparseable
 from judges.reflective import Record, reflective_dataset, their_comment
 from judges.scaled import ScaledJudge, ScaledVerdict
-from judges.types import JudgedItem
+from judges.scaled_metric import placed_score
+from judges.types import HeldoutVerdict, JudgedItem
 
 
 def check_labels(items: list[JudgedItem], scale: ScoreScale) -> None:
@@ -102,23 +103,29 @@ class ScaledAlignmentAdapter(Adapter):
 
 async def scaled_agreement(
     lm: LM, prompts: dict[str, str], scale: ScoreScale, items: list[JudgedItem], seed: int
-) -> dict[str, float]:
+) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
     """`agreement_report` over the verdicts that could be read, plus how many could not
     ("unparseable") and whose call failed ("failed"): counting a missing verdict as any
-    value would bias agreement."""
+    value would bias agreement. With it, each read verdict beside its item's label."""
     verdicts = await ScaledJudge(lm, prompts, scale).verdicts(items)
-    pairs = [
-        (agreement_value(v, scale), item.human_value)
+    pairs = tuple(
+        HeldoutVerdict(
+            item.id,
+            item.human_value,
+            agreement_value(v, scale),
+            placed_score(scale, v.value, v.probabilities),
+            placed_score(scale, item.human_value, {}),
+        )
         for item, v in zip(items, verdicts, strict=True)
         if v is not None and not isinstance(v, Unparseable)
-    ]
+    )
     failed = verdicts.count(None)
     report = {"n": 0.0}
     if pairs:
-        pred, gold = zip(*pairs, strict=True)
+        pred, gold = [p.judged for p in pairs], [p.human for p in pairs]
         report = agreement_report(pred, gold, seed, scale=scale)
     unparseable = len(items) - len(pairs) - failed
-    return report | {"unparseable": float(unparseable), "failed": float(failed)}
+    return report | {"unparseable": float(unparseable), "failed": float(failed)}, pairs
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,7 @@ class ScaledFit:
         seed: int,
     ) -> tuple[float, float]:
         """(PASS_CUT, the primary statistic on val; NaN when undefined there)."""
-        report = await scaled_agreement(lm, prompts, self.scale, val, seed)
+        report, _ = await scaled_agreement(lm, prompts, self.scale, val, seed)
         return PASS_CUT, report.get(self.primary, math.nan)
 
     async def agreement(
@@ -158,7 +165,7 @@ class ScaledFit:
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
         if adapter is not None:  # `judges.judge_lora` trains pass/fail judges only
             raise ValueError(f"a judge on a {self.scale.describe()} scale has no LoRA adapter")
         if head is not None:  # `judges.judge_head` fits pass/fail judges only

@@ -14,6 +14,7 @@ takes either.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from infra.errors import UserFacingError
 from infra.scales import ScoreScale
@@ -38,6 +39,25 @@ def check_ranked(scale: ScoreScale) -> None:
         raise UnrankedScale(problem)
 
 
+def placed_score(
+    scale: ScoreScale, value: bool | str | float, probabilities: Mapping[str, float]
+) -> float | None:
+    """`value` placed on the scale's order in [0, 1], as `ScaledMetric` scores a verdict:
+    by the judge's answer `probabilities`, or, with none (a person's label), as the one
+    answer that says it; None: the scale has no order."""
+    kind = kind_of(scale)
+    if kind.span is None:
+        return None
+    if not probabilities and kind.answers is not None:
+        said = kind.answer(value)
+        probabilities = {answer: float(answer == said) for answer in kind.answers}
+    return _position(kind.placed(value, probabilities), *kind.span)
+
+
+def _position(placed: float, low: float, high: float) -> float:
+    return min(max((placed - low) / (high - low), 0.0), 1.0)
+
+
 class ScaledMetric:
     def __init__(self, judge: ScaledJudge, rationale_max_tokens: int = 48):
         check_ranked(judge.scale)
@@ -52,8 +72,7 @@ class ScaledMetric:
         if isinstance(verdict, Unparseable):
             return 0.0
         placed = self.kind.placed(verdict.value, verdict.probabilities)
-        position = (placed - self.low) / (self.high - self.low)
-        return min(max(position, 0.0), 1.0)
+        return _position(placed, self.low, self.high)
 
     def margin(self, verdict: ScaledVerdict | Unparseable, score: float) -> float:
         """How sure the verdict is, the smaller the less: the gap between its two likeliest

@@ -25,6 +25,21 @@ class JudgedItem:
 
 
 @dataclass(frozen=True)
+class HeldoutVerdict:
+    """One held-out label beside the judge's verdict on it, as its agreement was measured:
+    what a confusion matrix and a calibration curve of the judge are drawn from."""
+
+    id: str
+    human: bool | str | float  # the label people gave, on the scale
+    judged: bool | str | float  # the judge's verdict, as the agreement statistics took it
+    # The judge's score in [0, 1] (P(pass), or its verdict placed on the scale's order)
+    # and people's label placed on the same order (pass/fail: 1.0 or 0.0); None: the
+    # scale has no order to place them on.
+    score: float | None = None
+    human_score: float | None = None
+
+
+@dataclass(frozen=True)
 class LabelWindow:
     """Which annotations a night learned from: registered with the judge version."""
 

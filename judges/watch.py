@@ -89,7 +89,7 @@ async def watch_judge(
             judge.label, judge.primary, judge.made_at, 0, math.nan, made_with, max_drop, min_labels
         )
     fit = fit_for(judge.scale)
-    report = await fit.agreement(
+    report, _ = await fit.agreement(
         lm, judge.prompts, judge.threshold, new, seed, judge.adapter, judge.head
     )
     score = report.get(judge.primary, float("nan"))

@@ -23,8 +23,9 @@ from flows.production.promotion import (
     publish_managed,
     served_model,
 )
-from flows.report.figures import curves_figure, prompt_diffs
+from flows.report.figures import prompt_diffs
 from flows.report.night_report import CANDIDATE, NightReport, Registered
+from flows.report.pictures.gepa import curves_figure
 from flows.report.summary import render_markdown
 from infra.redaction import mask
 from infra.registry.mlflow_registry import Registry, safe_params

@@ -16,7 +16,7 @@ from statistics import fmean
 from typing import Any
 
 from flows.night.runtime import Runtime
-from gepa_opt import Demo, Demonstrations, GEPAConfig, RejectReason, optimize
+from gepa_opt import Demo, Demonstrations, GEPAConfig, PoolEntry, RejectReason, optimize
 from infra.agents.contract import demonstrations_component, judge_rubric
 from infra.lm.heap import release_free_heap
 from infra.lm.reflection import reflection_lm
@@ -57,6 +57,9 @@ class PromptStage:
     front: list[tuple[dict[str, str], int]] = field(default_factory=list)
     proposals: int = 0  # texts proposed (by reflection or from the demonstrations' pool)
     differed: int = 0  # of them, those not equal to their parent (and not empty)
+    # GEPA's pool: each candidate's parents, validation score and when it was found (a
+    # tuple: its class default is what a result pickled before this field reads)
+    pool: tuple[PoolEntry, ...] = ()
 
     @property
     def accepted(self) -> int:
@@ -288,6 +291,7 @@ async def optimize_prompts_stage(
         front=[(dict(result.candidates[k]), wins) for k, wins in result.front().items()],
         proposals=proposals,
         differed=differed,
+        pool=result.pool(),
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from infra.settings import PromotionSettings
-from judges.metrics import bootstrap
+from judges.metrics import Estimate, bootstrap
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,10 @@ def decide(
 ) -> PromotionDecision:
     """Pass only when every condition holds; the reason names each one that did not.
     `unchanged`: no step was kept, so the candidate is production itself."""
-    ids = sorted(set(evidence.candidate) & set(evidence.production))
+    ids, new, old = paired(evidence)
     if not ids:
         return PromotionDecision(False, "no held-out example was scored for both", 0.0, None, None)
-    new = [evidence.candidate[i] for i in ids]
-    old = [evidence.production[i] for i in ids]
-    estimate = bootstrap(
-        lambda a, b: fmean(a) - fmean(b), new, old, resamples=cfg.resamples, seed=seed
-    )
+    estimate = paired_gain(new, old, cfg, seed)
     gain, low, high = estimate.value, estimate.low, estimate.high
     against = (
         f"v{evidence.production_version}" if evidence.production_version else "the seed prompts"
@@ -94,6 +90,30 @@ def decide(
     return PromotionDecision(True, f"{measured}; passed", gain, low, high)
 
 
+def paired(evidence: Evidence) -> tuple[list[str], list[float], list[float]]:
+    """(the ids scored for both versions, sorted; the candidate's scores; production's)."""
+    ids = sorted(set(evidence.candidate) & set(evidence.production))
+    return ids, [evidence.candidate[i] for i in ids], [evidence.production[i] for i in ids]
+
+
+def paired_gain(
+    new: list[float], old: list[float], cfg: PromotionSettings, seed: int = 0
+) -> Estimate:
+    """The mean gain of `new` over `old`, paired by example, with the 95% interval of a
+    bootstrap over examples (`cfg.resamples`): the gate's measure, of all the held-out
+    examples or of one slice."""
+    return bootstrap(lambda a, b: fmean(a) - fmean(b), new, old, resamples=cfg.resamples, seed=seed)
+
+
+def slice_members(ids: list[str], slices: dict[str, str]) -> dict[str, list[int]]:
+    """Slice -> the positions in `ids` of its examples (an example with no slice: none)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, example_id in enumerate(ids):
+        if example_id in slices:
+            groups[slices[example_id]].append(i)
+    return dict(groups)
+
+
 def _slice_drops(
     ids: list[str],
     new: list[float],
@@ -102,12 +122,8 @@ def _slice_drops(
     cfg: PromotionSettings,
 ) -> dict[str, float]:
     """Slice -> how far its mean fell, for the slices that fell beyond the allowed drop."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, example_id in enumerate(ids):
-        if example_id in slices:
-            groups[slices[example_id]].append(i)
     drops = {}
-    for name, members in groups.items():
+    for name, members in slice_members(ids, slices).items():
         if len(members) < cfg.min_slice_size:
             continue
         drop = fmean(old[i] for i in members) - fmean(new[i] for i in members)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from rich.console import Console
 from rich.progress import (
@@ -17,7 +18,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from gepa_opt import BudgetUsed, FrontierChanged, GEPAEvent
+from gepa_opt import (
+    BudgetUsed,
+    FrontierChanged,
+    GEPAEvent,
+    MergeTried,
+    PoolEntry,
+    ProposalAccepted,
+)
 
 console = Console(stderr=True)
 log = logging.getLogger(__name__)
@@ -35,6 +43,8 @@ class StageProgress:
         # (metric calls used, best validation score) each time the frontier moved: the
         # optimization curve, logged to MLflow as a metric history
         self.curve: list[tuple[int, float]] = []
+        # pool index -> metric calls used when the candidate joined the pool
+        self.found: dict[int, int] = {}
         columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn()]
         if total_metric_calls:
             columns[2:2] = [
@@ -59,11 +69,23 @@ class StageProgress:
         calls = f", {self.calls_used} metric calls" if self.calls_used else ""
         log.info("%s: %s in %.0f s%s%s", self.description, how, seconds, calls, best)
 
+    def dated(self, pool: tuple[PoolEntry, ...]) -> tuple[PoolEntry, ...]:
+        """A run's `pool` with when each candidate joined it, as this run's events said
+        (a resumed run's candidates from before the kill stay undated)."""
+        return tuple(
+            replace(entry, found_at=self.found.get(k, entry.found_at))
+            for k, entry in enumerate(pool)
+        )
+
     def on_event(self, event: GEPAEvent) -> None:
-        if isinstance(event, BudgetUsed):
+        if isinstance(event, ProposalAccepted | MergeTried) and event.candidate_idx is not None:
+            self.found[event.candidate_idx] = self.calls_used  # its valset pass is paid
+        elif isinstance(event, BudgetUsed):
             self.calls_used = event.metric_calls_used
             self._progress.update(self._task, completed=event.metric_calls_used)
         elif isinstance(event, FrontierChanged):
+            if event.num_candidates == 1:  # the seed, alone in the pool
+                self.found.setdefault(event.best_idx, self.calls_used)
             if self.curve and event.best_score > self.curve[-1][1]:
                 log.info(
                     "%s: best %.3f after %d metric calls",

@@ -158,6 +158,14 @@ async def test_optimizer_improves_the_toy_task() -> None:
     assert all(len(p) == 1 and p[0] < k for k, p in enumerate(result.parents) if k)
 
 
+async def test_the_pool_gives_each_candidate_s_parents_and_val_score_in_pool_order() -> None:
+    result, _ = await run_keyword_task(GEPAConfig(max_metric_calls=150, seed=1))
+    pool = result.pool()
+    assert [e.parents for e in pool] == result.parents
+    assert [e.val_score for e in pool] == result.val_aggregate_scores
+    assert all(e.found_at is None for e in pool)  # when: its listener's to say
+
+
 async def test_same_seed_replays_the_same_run() -> None:
     first_events: list[GEPAEvent] = []
     second_events: list[GEPAEvent] = []

@@ -1,8 +1,11 @@
+import pickle
+
 import pytest
 
 from gepa_opt import GEPAConfig
 from infra.scales import ScoreScale
-from judges.align import align
+from judges.align import Alignment, align
+from judges.judge import Judge
 from judges.pass_fail_fit import label_weights
 from judges.pointwise import PointwiseJudge
 from judges.types import JudgedItem
@@ -60,6 +63,29 @@ async def test_alignment_finds_a_rubric_that_agrees_with_humans():
     assert 0.2 < aligned.judge.threshold <= 0.8
     assert aligned.metric_calls <= 60
     assert aligned.sizes == {"train": 12, "val": 9, "heldout": 9} and aligned.unparseable == 0
+    # each held-out label beside the verdict its agreement counted, for the report's picture
+    verdicts = aligned.judge.heldout_verdicts
+    assert [v.id for v in verdicts] == [i.id for i in heldout]
+    assert all(v.judged == v.human == i.human_pass for v, i in zip(verdicts, heldout, strict=True))
+    assert {(v.score, v.human_score) for v in verdicts} == {(0.8, 1.0), (0.2, 0.0)}
+    assert {v.score for v in aligned.seed.heldout_verdicts} == {0.3}  # the seed's own
+    # GEPA's pool: the seed first, every other candidate from one in the pool before it
+    assert aligned.pool[0].parents == () and len(aligned.pool) >= 2
+    assert all(0 <= p < k for k, e in enumerate(aligned.pool) for p in e.parents)
+    assert max(e.val_score for e in aligned.pool) > aligned.pool[0].val_score  # it improved
+
+
+def test_a_result_pickled_before_the_pictures_fields_loads_with_their_defaults():
+    """Prefect pickles a stage's result; a night resumed across this change reads one
+    without the held-out verdicts or GEPA's pool, and finds them empty."""
+    judge = Judge({"rubric": "r"}, heldout={"kappa": 0.5})
+    old = Alignment(judge, judge, 0.3, 0.2, False, {"rubric": "r"}, 10, {"heldout": 0})
+    del old.__dict__["pool"]
+    object.__delattr__(judge, "heldout_verdicts")
+    assert "heldout_verdicts" not in judge.__dict__
+    loaded = pickle.loads(pickle.dumps(old))
+    assert loaded.pool == () and loaded.judge.heldout_verdicts == ()
+    assert loaded.judge.heldout == {"kappa": 0.5}
 
 
 def test_label_weights_balance_the_classes():

@@ -63,8 +63,9 @@ async def test_agreement_is_over_the_judged_items_only():
     # count as a disagreement if it were scored at all
     lm = FailingLM("POISON", p_first=lambda m: 0.9)
     items = [item(i, True) for i in range(6)] + [item(6, False, "POISON"), item(7, False)]
-    report = await heldout_agreement(lm, {"rubric": "r"}, 0.5, items, seed=0)
+    report, verdicts = await heldout_agreement(lm, {"rubric": "r"}, 0.5, items, seed=0)
     assert report["failed"] == 1.0 and report["n"] == 7.0
+    assert [v.id for v in verdicts] == [i.id for i in items if i.output_text != "POISON"]
     assert report["accuracy"] == pytest.approx(6 / 7)
 
 

@@ -169,6 +169,12 @@ async def test_a_rubric_that_agrees_better_on_val_is_chosen_and_heldout_is_never
     judge = aligned.judge
     assert judge.heldout["weighted_kappa"] == 1.0 and judge.heldout["unparseable"] == 0.0
     assert aligned.seed.heldout["weighted_kappa"] == 0.0
+    # each held-out label beside the verdict, both placed on the 1-5 scale's order
+    (one,) = [v for v in judge.heldout_verdicts if v.id == heldout[0].id]
+    assert one.human == one.judged == heldout[0].human_value == 2.0
+    assert one.score == pytest.approx(0.25) and one.human_score == 0.25
+    assert len(judge.heldout_verdicts) == len(heldout)
+    assert {v.judged for v in aligned.seed.heldout_verdicts} == {3.0}
     assert seen_by_the_search and not seen_by_the_search & {i.id for i in heldout}
     assert {i.id for i in heldout} <= set(lm.seen)  # the report did judge them
 
@@ -227,6 +233,7 @@ async def test_unparseable_verdicts_are_left_out_of_agreement_and_counted():
     assert aligned.unparseable == 1  # item 4, in val
     assert aligned.judge.heldout["unparseable"] == 1.0 and aligned.judge.heldout["n"] == 3.0
     assert aligned.judge.heldout["spearman"] == pytest.approx(1.0)
+    assert len(aligned.judge.heldout_verdicts) == 3  # the one unread is left out here too
 
 
 async def test_verdicts_on_an_integer_scale_round_to_the_nearest_level():

@@ -12,7 +12,7 @@ from infra.scales import ScoreScale
 from infra.types import Example
 from judges.agent_metric import AgentJudgeAdapter
 from judges.scaled import ScaledJudge
-from judges.scaled_metric import ScaledMetric, UnrankedScale, ranking_problem
+from judges.scaled_metric import ScaledMetric, UnrankedScale, placed_score, ranking_problem
 from judges.types import JudgedItem
 
 ITEM = JudgedItem("t1", "What is 2+2?", "4")
@@ -106,3 +106,14 @@ async def test_it_scores_the_agents_rollouts():
     batch = await adapter.evaluate([Example("e1", {"request": "rain?"})], {"instructions": "i"})
     assert batch.scores == pytest.approx([0.75])
     assert await metric.rationale(ITEM) == "weather"
+
+
+def test_a_person_s_label_is_placed_where_the_judge_saying_it_would_be():
+    ranked = ScoreScale("categorical", categories=("bad", "ok", "good"), ordinal=True)
+    assert placed_score(ranked, "ok", {}) == 0.5  # as the answer "ok" alone
+    assert placed_score(ranked, "ok", {"bad": 0.5, "ok": 0.0, "good": 0.5}) == 0.5
+    assert placed_score(ranked, "good", {"bad": 0.0, "ok": 0.5, "good": 0.5}) == 0.75
+    assert placed_score(ScoreScale("numeric", minimum=1, maximum=5), 2.0, {}) == 0.25
+    assert placed_score(ScoreScale("boolean"), True, {}) == 1.0
+    unranked = ScoreScale("categorical", categories=("billing", "travel"))
+    assert placed_score(unranked, "travel", {}) is None  # no order to place it on

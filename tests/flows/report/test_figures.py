@@ -2,7 +2,8 @@
 
 from dataclasses import replace
 
-from flows.report.figures import curves_figure, prompt_diffs
+from flows.report.figures import prompt_diffs
+from flows.report.pictures.gepa import curves_figure
 from flows.report.summary import render_markdown
 from tests.flows.report.test_report import report
 
