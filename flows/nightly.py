@@ -50,6 +50,7 @@ from flows.production.moves import recorded
 from flows.production.promotion import PRODUCTION, Move, decline
 from flows.report.night_report import NightReport, Registered
 from flows.report.progress import StageProgress
+from flows.report.publish import publish
 from flows.report.summary import render_markdown
 from infra.agents.contract import require_offline
 from infra.errors import is_transient
@@ -478,10 +479,13 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         log_feedback(rt.registry, report)
     except Exception as err:  # the run already holds everything else
         log.error("could not add the feedback results to the MLflow run: %s", err)
+    try:
+        markdown = publish(rt.registry, rt.settings, rt.run_dir(run_id), report)
+    except Exception as err:  # the night is registered: its report without pictures
+        log.error("could not publish the night's report with its pictures: %s", err)
+        markdown = render_markdown(report)
     await create_markdown_artifact(
-        markdown=render_markdown(report),
-        key="nightly-report",
-        description=f"flywheel night {run_id}",
+        markdown=markdown, key="nightly-report", description=f"flywheel night {run_id}"
     )
     if sent.disagreements:
         await create_table_artifact(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from flows.production.promotion import (
@@ -40,7 +41,10 @@ def status_data(registry: Registry, settings: Settings, nights: int = 5) -> dict
         "judge": judge,
         "candidate": None,
         "history": history(registry, model),
-        "nights": [_night(run) for run in registry.recent_runs(nights, name_prefix="nightly-")],
+        "nights": [
+            _night(run, settings.state_dir / "runs")
+            for run in registry.recent_runs(nights, name_prefix="nightly-")
+        ],
     }
     if candidate is not None and candidate != production:
         data["candidate"] = _version(registry, model, candidate)
@@ -78,13 +82,18 @@ def render(data: dict[str, Any]) -> list[str]:
             passed = "" if gate is None else ("gate passed" if gate else "gate refused")
             details = ", ".join(x for x in (night["status"].lower(), shown, passed) if x)
             out.append(f"  {night['name']} ({night['started']} UTC): {details}")
+            if night.get("report"):
+                out.append(f"    report: {night['report']}")
     return out
 
 
-def _night(run) -> dict[str, Any]:
+def _night(run, runs: Path) -> dict[str, Any]:
     metrics = run.metrics
     gate = metrics.get("promotion_gate_passed")
+    # the night's page, while its folder is on this disk (MLflow keeps it too)
+    page = runs / run.name.removeprefix("nightly-") / "report.html"
     return {
+        "report": str(page.resolve()) if page.exists() else None,
         "name": run.name,
         "started": datetime.fromtimestamp(run.start_time / 1000, UTC).strftime("%Y-%m-%d %H:%M"),
         "status": run.status,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.table import Table
 
@@ -353,7 +355,21 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         console.print(line, markup=False)
 
 
-def render_markdown(report: NightReport) -> str:
+# what each of the night's pictures shows (`flows.report.pictures`), as its caption
+CAPTIONS = {
+    "gate.png": "The promotion gate: held-out gain over production, overall and per slice",
+    "judge.png": "The judge against people: held-out labels, calibration, agreement per night",
+    "gepa.png": "What each GEPA search found, and when",
+    "trend.png": "Nights over time: production, its candidates and the judge",
+    "time.png": "Where the night's time went",
+}
+
+
+def render_markdown(
+    report: NightReport, pictures: Sequence[str] = (), links: Sequence[str] = ()
+) -> str:
+    """The report for people; `pictures`: file names beside it (`CAPTIONS`), drawn after
+    the summary table; `links`: lines that lead on (`flows.report.links`), last."""
     lines = [
         f"# flywheel night `{report.run_id}`",
         "",
@@ -361,6 +377,8 @@ def render_markdown(report: NightReport) -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
+    for name in pictures:
+        lines += ["", f"![{CAPTIONS.get(name, name)}]({name})"]
     lines += [""] + judge_lines(report) + corrections_lines(report)
     lines += [""] + notes(report)
     if calls := call_table(report):
@@ -375,4 +393,6 @@ def render_markdown(report: NightReport) -> str:
         lines += ["", report.registered.describe()]
     lines += promotion_lines(report)
     lines += ["", prompt_diffs(report)]
+    if links:
+        lines += ["", *links]
     return "\n".join(lines)
