@@ -220,6 +220,11 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert again.feedback.scores_written == len(scored)  # the rerun sent nothing twice
     final = client.get_run(registered.mlflow_run_id).data.metrics
     assert final["labels_requested"] == len(asked) and final["scores_written"] == len(scored)
+    # the night's page: one file with its five pictures inline, in its folder and its run
+    page = (rt.run_dir("e2e") / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 5, page[:2000]
+    logged = {a.path for a in client.list_artifacts(registered.mlflow_run_id)}
+    assert {"report.html", "gate.png", "judge.png", "gepa.png", "trend.png", "time.png"} <= logged
 
 
 def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, caplog, capfd):
