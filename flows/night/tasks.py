@@ -22,7 +22,7 @@ def stage(name: str):
 
 async def optimizing(label: str, budget: int, run):
     """Run a GEPA stage under a progress bar, and keep its optimization curve."""
-    with StageProgress(label, budget) as progress:
+    with StageProgress(label, budget, "metric calls") as progress:
         result = await run(progress.on_event)
     result.curve = progress.curve
     return result

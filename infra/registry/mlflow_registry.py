@@ -10,8 +10,9 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
+from mlflow.entities import Metric
 from mlflow.entities.model_registry import PromptVersion
 from mlflow.exceptions import MlflowException
 from mlflow.prompt.constants import PROMPT_NAME_RULE
@@ -157,6 +159,19 @@ class Registry:
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         mlflow.log_metrics(metrics, step=step, run_id=_active_run_id())
+
+    def log_metric_history(self, history: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+        """Metrics at steps (a training curve: per optimizer step its loss, learning rate,
+        ...) into the active run, in one request per 1000 values (MLflow's batch limit)
+        rather than one per value."""
+        run_id, now = _active_run_id(), int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now, int(step))
+            for step, values in history
+            for key, value in values.items()
+        ]
+        for start in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
     def log_params(self, params: dict[str, Any]) -> None:
         secret = [key for key, value in params.items() if isinstance(value, SecretStr)]
