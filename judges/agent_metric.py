@@ -16,7 +16,7 @@ from infra.agents import Agent
 from infra.lm import LM
 from infra.types import Example, Rollout
 from judges.addressing import addresses_judge
-from judges.calls import NO_REASON, answered, each, for_gepa
+from judges.calls import NO_REASON, Done, answered, counted, each, for_gepa
 from judges.types import JudgedItem, render_inputs
 
 
@@ -34,10 +34,13 @@ def judged_item(rollout: Rollout) -> JudgedItem:
     return JudgedItem(rollout.example.id, render_inputs(rollout.example.inputs), rollout.output)
 
 
-async def judge_rollouts(judge: RolloutJudge, rollouts: list[Rollout]) -> list[Rollout]:
+async def judge_rollouts(
+    judge: RolloutJudge, rollouts: list[Rollout], done: Done | None = None
+) -> list[Rollout]:
     """The rollouts the judge scored, each with its score: its probability of a pass, or
-    its verdict placed in [0, 1]; one whose judging call failed for good is left out."""
-    probs = await judge.p_pass_many([judged_item(r) for r in rollouts])
+    its verdict placed in [0, 1]; one whose judging call failed for good is left out.
+    `done(1)` as each is judged."""
+    probs = await counted([judged_item(r) for r in rollouts], judge.p_pass_many, done)
     scored, probs = answered(rollouts, probs)
     for rollout, p in zip(scored, probs, strict=True):
         rollout.score = p

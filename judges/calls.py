@@ -15,16 +15,43 @@ NO_REASON = "(The judge's reason is missing: its call failed.)"
 
 X = TypeVar("X")
 T = TypeVar("T")
+# told how many more items are done (answered or failed for good): a progress display's
+Done = Callable[[int], None]
 
 
-async def each(items: Sequence[X], call: Callable[[X], Awaitable[T]]) -> list[T | None]:
-    """`call(item)` for every item at once; None where the model call failed for good."""
+async def each(
+    items: Sequence[X], call: Callable[[X], Awaitable[T]], done: Done | None = None
+) -> list[T | None]:
+    """`call(item)` for every item at once; None where the model call failed for good.
+    `done(1)` as each item's call ends, either way."""
 
     async def one(item: X) -> T | None:
         try:
             return await call(item)
         except ModelCallFailed:
             return None
+        finally:
+            if done is not None:
+                done(1)
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+async def counted(
+    items: Sequence[X],
+    many: Callable[[list[X]], Awaitable[list[T]]],
+    done: Done | None = None,
+) -> list[T]:
+    """`many(items)`, a call that answers a list item by item (`p_pass_many`, `judged`),
+    with `done(1)` as each item's answer lands: one call per item, all in flight at once,
+    as `many` itself runs them (`each`), so the model batches them just the same."""
+    if done is None:
+        return await many(list(items))
+
+    async def one(item: X) -> T:
+        (answer,) = await many([item])
+        done(1)
+        return answer
 
     return list(await asyncio.gather(*(one(item) for item in items)))
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from infra.lm import LM
 from infra.traces import JudgeScore, LabelRequest
 from judges.active_learning import least_sure
-from judges.calls import answered, each
+from judges.calls import Done, answered, counted, each
 from judges.judge import Judge
 from judges.parsing import Unparseable
 from judges.scaled_metric import ScaledMetric
@@ -48,23 +48,25 @@ async def judge_traces(
     labelled: set[str],
     rationale_max_tokens: int = 48,
     with_rationales: bool = False,
+    done: Done | None = None,
 ) -> NightVerdicts:
-    """The judge on every trace in `items`; `labelled` are those a human annotated."""
+    """The judge on every trace in `items`; `labelled` are those a human annotated.
+    `done(1)` as each judge call ends: each verdict, then each rationale."""
     metric = judge.metric(lm, rationale_max_tokens)
     scores, values, margins = {}, {}, {}
     if isinstance(metric, ScaledMetric):
-        judged, verdicts = answered(items, await metric.judged(items))
+        judged, verdicts = answered(items, await counted(items, metric.judged, done))
         for item, (verdict, score) in zip(judged, verdicts, strict=True):
             scores[item.id] = score
             margins[item.id] = metric.margin(verdict, score)
             if not isinstance(verdict, Unparseable):
                 values[item.id] = verdict.value
     else:
-        judged, probs = answered(items, await metric.p_pass_many(items))
+        judged, probs = answered(items, await counted(items, metric.p_pass_many, done))
         scores = {item.id: p for item, p in zip(judged, probs, strict=True)}
     rationales = {}
     if with_rationales:
-        explained, texts = answered(judged, await each(judged, metric.rationale))
+        explained, texts = answered(judged, await each(judged, metric.rationale, done))
         rationales = {item.id: text for item, text in zip(explained, texts, strict=True)}
     failed = [item.id for item in items if item.id not in scores]
     return NightVerdicts(

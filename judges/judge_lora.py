@@ -29,6 +29,7 @@ from pathlib import Path
 
 from infra.lm import LM
 from judges.align import Alignment, beats
+from judges.calls import Done
 from judges.lora_records import Record, pointwise_records
 from judges.memory import ReviewedMemory
 from judges.pass_fail_fit import fit_and_validate, heldout_agreement
@@ -51,6 +52,12 @@ class JudgeLora:
     memory: int = 0  # reviewers' notes in the judge's prompt per exchange (`judges.memory`)
     note: str = ""  # why it did not run, or was not kept
     heldout: dict[str, float] = field(default_factory=dict)  # the kept judge's, as measured
+    # How training went, for its run in MLflow (the caller's to fill: judges do not
+    # train): per optimizer step what the trainer logged, the steps, where it trained.
+    # Plain defaults, so that a result persisted before them still loads.
+    history: tuple[dict[str, float], ...] = ()
+    train_steps: int = 0
+    device: str = ""
 
     @property
     def best_val(self) -> float | None:
@@ -74,12 +81,14 @@ async def judge_lora_step(
     comments: bool = False,
     memory: int = 0,
     mismatched: bool = False,
+    done: Done | None = None,
 ) -> tuple[Alignment, JudgeLora]:
     """Tonight's aligned judge with its LoRA adapter when one agrees better on validation
     labels (the alignment, its judge replaced), and what the step did. `memory`: the notes
     on alike training labels the judge reads per exchange (0: none); they are saved in
     every checkpoint's folder, so the adapter is never read without them. `mismatched`:
-    also train on passing replies under unlike requests, labelled fail."""
+    also train on passing replies under unlike requests, labelled fail. `done(1)` as each
+    saved adapter has been read on the validation labels."""
     judge, rubric_val = alignment.judge, alignment.judge_val_score
     if not judge.kind.pass_fail:
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
@@ -106,6 +115,8 @@ async def judge_lora_step(
             lm, judge.prompts, train, val, str(folder), cut_on_val_too=True
         )
         step.checkpoints[folder.name] = kappa
+        if done is not None:
+            done(1)
         if best is None or beats(kappa, best[0]):
             best = (kappa, cut, folder)
     if best is None or not beats(best[0], rubric_val):

@@ -84,17 +84,26 @@ async def write_corrections(
     items: Sequence[Commented],
     passes: PassesJudge,
     max_tokens: int = 64,
+    done: Callable[[int], None] | None = None,
 ) -> WrittenCorrections:
     """One greedy correction per commented reply, all in flight at once; kept where the
-    judge passes it. A correction equal to the failing reply corrects nothing: dropped."""
+    judge passes it. A correction equal to the failing reply corrects nothing: dropped.
+    `done(1)` as each reply's correction is written and judged (or given up on)."""
     out = WrittenCorrections(asked=len(items))
 
     async def one(item: Commented) -> None:
         try:
-            done = await teacher.complete(
+            await write_one(item)
+        finally:
+            if done is not None:
+                done(1)
+
+    async def write_one(item: Commented) -> None:
+        try:
+            written = await teacher.complete(
                 correction_prompt(item), max_tokens=max_tokens, temperature=0.0
             )
-            text = unwrapped(done.text)
+            text = unwrapped(written.text)
             if not text or text == item.reply.strip():
                 out.empty += 1
                 return

@@ -28,6 +28,7 @@ from transformers import (
     AutoTokenizer,
     BitsAndBytesConfig,
     PretrainedConfig,
+    PrinterCallback,
     TrainerCallback,
     set_seed,
 )
@@ -49,8 +50,11 @@ TARGET_MODULES: dict[str, tuple[str, ...]] = {
     "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"),  # fused projections
 }
 
-# (step, total_steps, latest training loss or None before the first log)
-ProgressCallback = Callable[[int, int, float | None], None]
+# (optimizer step, total steps, that step's log: loss, learning_rate, grad_norm, ...)
+ProgressCallback = Callable[[int, int, dict[str, float]], None]
+# One optimizer step's figures as the trainer logged them, with its "step": the run's
+# training curve, for MLflow's metric history (`AdapterResult.history`)
+StepLog = dict[str, float]
 # trl's reward function: (prompts, completions, **the records' other columns) -> one
 # reward per completion (None: not scored); sync, or async
 RewardFunction = Callable[..., list[float | None] | Awaitable[list[float | None]]]
@@ -66,6 +70,9 @@ class AdapterResult:
     # where it trained, e.g. "cuda:0 (NVIDIA H100 80GB HBM3, bf16)" or "cpu (float32)";
     # "" for a result that does not say
     device: str = ""
+    # per optimizer step, what the trainer logged (`step_logs`); () for a result from
+    # before it was recorded
+    history: tuple[StepLog, ...] = ()
 
     def summary(self) -> dict[str, float]:
         """The run's figures, numbers only: they go on as metrics."""
@@ -76,10 +83,10 @@ class AdapterResult:
             "seconds": self.seconds,
         }
 
-    def to_json(self) -> dict[str, float | str]:
-        """What `TRAINING_SUMMARY` holds: the figures and the device, so a resumed night
-        that reuses the adapter can still say where it trained."""
-        return {**self.summary(), "device": self.device}
+    def to_json(self) -> dict[str, Any]:
+        """What `TRAINING_SUMMARY` holds: the figures, the device and the per-step history,
+        so a resumed night that reuses the adapter can still say where and how it trained."""
+        return {**self.summary(), "device": self.device, "history": list(self.history)}
 
 
 def train_sft_adapter(
@@ -367,6 +374,8 @@ def _train(
             callbacks=[_Checkpoints(partial / CHECKPOINTS, cfg.checkpoints)]
             + ([_Progress(progress_callback)] if progress_callback else []),
         )
+        if progress_callback:  # the caller shows each step: no second display on stdout
+            trainer.remove_callback(PrinterCallback)
         if len(trainer.train_dataset) == 0:  # trl left out every record as too long
             raise NoRecordFits(
                 f"none of the {len(records)} records fits lora.max_seq_length "
@@ -383,12 +392,29 @@ def _train(
         examples=len(trainer.train_dataset),
         seconds=time.perf_counter() - started,
         device=placement.describe(),
+        history=step_logs(trainer.state.log_history),
     )
     # inside the folder before the rename: a crash leaves the adapter with its summary or
     # neither, never an adapter a resumed night cannot account for
     (partial / TRAINING_SUMMARY).write_text(json.dumps(result.to_json()))
     partial.rename(output_dir)
     return result
+
+
+def step_logs(log_history: list[dict[str, Any]]) -> tuple[StepLog, ...]:
+    """The trainer's `state.log_history` as one record of numbers per optimizer step (with
+    `logging_steps=1`, every step): loss, learning_rate, grad_norm and whatever the method
+    adds (DPO's rewards, GRPO's). The run's closing record (train_runtime, the mean
+    train_loss) is left out: `AdapterResult.summary` holds those."""
+    return tuple(
+        {key: float(value) for key, value in record.items() if _number(value)}
+        for record in log_history
+        if "step" in record and "train_runtime" not in record
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def load_base(base_model_path: str | Path, placement: Placement) -> torch.nn.Module:
@@ -417,6 +443,20 @@ def checkpoints(adapter_dir: Path) -> list[Path]:
     return sorted(found, key=lambda path: int(path.name.removeprefix("step-")))
 
 
+def saved_at_step(adapter: Path | str, last: int) -> int:
+    """The optimizer step an adapter of a run was saved at: a checkpoint's (`step-<n>`),
+    else `last`, the run's end."""
+    name = Path(adapter).name
+    return int(name.removeprefix("step-")) if name.startswith("step-") else last
+
+
+def training_folder(adapter: Path) -> Path:
+    """The folder of the training run an adapter was saved by: the adapter's own, or, for
+    one of its checkpoints, the run's end (where `TRAINING_SUMMARY` is)."""
+    adapter = Path(adapter)
+    return adapter.parent.parent if adapter.parent.name == CHECKPOINTS else adapter
+
+
 def saved_adapters(adapter_dir: Path) -> list[Path]:
     """Every adapter a training run saved, in step order: its checkpoints, then its end."""
     return [*checkpoints(adapter_dir), Path(adapter_dir)]
@@ -440,13 +480,13 @@ class _Checkpoints(TrainerCallback):
 
 
 class _Progress(TrainerCallback):
-    """Forwards each optimizer step and the latest logged loss to a plain function."""
+    """Forwards each optimizer step's log (loss, learning rate, ...) to a plain function.
+    It runs on the training thread: the function must be safe to call from there."""
 
     def __init__(self, report: ProgressCallback) -> None:
         self.report = report
-        self.loss: float | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
-            self.loss = float(logs["loss"])
-            self.report(state.global_step, state.max_steps, self.loss)
+            numbers = {key: float(value) for key, value in logs.items() if _number(value)}
+            self.report(state.global_step, state.max_steps, numbers)

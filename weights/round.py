@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from statistics import fmean
+from typing import Any
 
 from infra.lm import LM, AdapterLM
 from infra.lm.heap import release_free_heap
@@ -31,7 +32,10 @@ from weights.datasets import dpo_records, grpo_records, sft_records
 from weights.lora import (
     TRAINING_SUMMARY,
     NoRecordFits,
+    ProgressCallback,
+    StepLog,
     checkpoints,
+    saved_at_step,
     train_dpo_adapter,
     train_grpo_adapter,
     train_sft_adapter,
@@ -67,6 +71,12 @@ class LoraRound:
     train_steps: int = 0  # optimizer steps, all stages
     train_seconds: float = 0.0  # training's wall time, all stages (GRPO's sampling included)
     train_device: str = ""  # where the last stage trained, e.g. "cpu (float32)"; "": unknown
+    # per optimizer step, what the trainer logged, stages one after another (a later
+    # stage's steps numbered on from the earlier's): the round's training curve
+    history: tuple[StepLog, ...] = ()
+    # (optimizer step, score on `valset`): where training started (step 0, `val_without`)
+    # and each adapter compared there, its checkpoints and its end
+    val_curve: tuple[tuple[int, float], ...] = ()
 
     @property
     def adapter_path(self) -> str | None:
@@ -87,6 +97,7 @@ async def lora_round(
     adapter_name: str | None = None,
     human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
     judge_replies: ReplyJudge | None = None,
+    progress: ProgressCallback | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
     `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter the
@@ -95,7 +106,8 @@ async def lora_round(
     a model server keeps what it loaded. `human`: example id -> replies a person scored
     in [0, 1] (a logged reply they passed or failed, one they corrected it to, one the
     teacher wrote from their comment), which train first (`training_sets`).
-    `judge_replies` scores replies GRPO samples (needed by the grpo methods)."""
+    `judge_replies` scores replies GRPO samples (needed by the grpo methods). `progress`
+    hears each optimizer step, from the training thread (`weights.lora.ProgressCallback`)."""
     if "grpo" in cfg.method and judge_replies is None:
         raise ValueError(f"lora.method {cfg.method!r} needs a judge for the replies it samples")
     before = base.name if base else None
@@ -127,7 +139,7 @@ async def lora_round(
     start = base.path if base and cfg.continue_from_production else None
     grpo = "grpo" in cfg.method  # then judge_replies was checked above
     reward = judge_reward(judge_replies, sampled, asyncio.get_running_loop()) if grpo else None
-    steps, seconds = 0, 0.0
+    steps, seconds, history = 0, 0.0, []
     for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
         target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")
         # what sampling (or the stage before) freed goes back first, so training does not
@@ -135,11 +147,12 @@ async def lora_round(
         await release_free_heap()
         try:
             adapter_dir, summary = await train_once(
-                kind, lm.base_model_path, start, stage, target, cfg, seed, reward
+                kind, lm.base_model_path, start, stage, target, cfg, seed, reward, progress
             )
         except NoRecordFits as err:  # the night goes on from the state before this step
             return LoraRound(None, False, 0, None, without, None, note=f"{kind}: {err}")
         start, train_loss = str(adapter_dir), summary["train_loss"]
+        history += [log | {"step": steps + log["step"]} for log in summary.get("history", ())]
         steps, seconds = steps + int(summary["steps"]), seconds + summary["seconds"]
         device = str(summary.get("device", ""))  # an adapter saved before it was recorded
     await release_free_heap()  # and training's, before the adapter is served
@@ -156,8 +169,14 @@ async def lora_round(
         return LoraRound(
             None, False, records, train_loss, without, None, note, sets, before,
             train_steps=steps, train_seconds=seconds, train_device=device,
+            history=tuple(history), val_curve=((0, without),),
         )  # fmt: skip
-    chosen, with_adapter, stopped = await _best_checkpoint(lm, rollouts, valset, name, adapter_dir)
+    chosen, with_adapter, stopped, scores = await _best_checkpoint(
+        lm, rollouts, valset, name, adapter_dir
+    )
+    # the last stage's checkpoints are numbered by its own steps: on from the earlier's
+    last = int(summary["steps"])
+    curve = [(0, without)] + [(steps - last + saved_at_step(path, last), s) for path, s in scores]
     keep = with_adapter >= without
     # only the judge's view: a night with a selection slice decides on that (flows.night.schedule)
     not_kept = "" if keep else f"the judge preferred {_what(base)} on the Pareto set"
@@ -175,15 +194,17 @@ async def lora_round(
         train_steps=steps,
         train_seconds=seconds,
         train_device=device,
+        history=tuple(history),
+        val_curve=tuple(sorted(curve)),
     )
 
 
 async def _best_checkpoint(
     lm: AdapterLM, rollouts: JudgedRollouts, valset: list[Example], name: str, final: Path
-) -> tuple[Path, float, str]:
+) -> tuple[Path, float, str, list[tuple[Path, float]]]:
     """The adapter among the run's checkpoints and its end that the judge scores best on
-    `valset` (ties: the earliest, the least moved), served as `name`; its score, and a
-    sentence when an earlier one won."""
+    `valset` (ties: the earliest, the least moved), served as `name`; its score, a
+    sentence when an earlier one won, and every adapter's score."""
     earlier = checkpoints(final)
     scores = {final: fmean(r.score for r in await rollouts(valset, name))}
     for path in earlier:
@@ -193,8 +214,9 @@ async def _best_checkpoint(
         await lm.unload_adapter(trial)  # a served adapter holds a whole weight set
     order = [*earlier, final]
     best = max(order, key=lambda path: (scores[path], -order.index(path)))
+    scored = [(path, scores[path]) for path in order]
     if best == final:
-        return final, scores[final], ""
+        return final, scores[final], "", scored
     await lm.load_adapter(name, str(best))  # the name now serves the one kept
     return (
         best,
@@ -203,6 +225,7 @@ async def _best_checkpoint(
             f"stopped early: the judge scored {best.name} {scores[best]:.3f} on the Pareto set, "
             f"the end of training {scores[final]:.3f}"
         ),
+        scored,
     )
 
 
@@ -296,13 +319,15 @@ async def train_once(
     cfg: LoraSettings,
     seed: int,
     reward: Callable[..., Awaitable[list[float | None]]] | None = None,
-) -> tuple[Path, dict[str, float | str]]:
+    progress: ProgressCallback | None = None,
+) -> tuple[Path, dict[str, Any]]:
     """Train one stage's adapter into `target`, or reuse it if a crash came after training
     finished (the adapter folder appears whole, with its summary, or not at all); the
     adapter and its training summary. Its records are written first, beside it, and kept
     with a reused adapter: they are the ones it was trained on, not a resumed night's new
     samples. `reward`: GRPO's. The summary is `TRAINING_SUMMARY`'s: figures, and the
-    device it trained on where it says."""
+    device it trained on and its per-step history where it says. `progress` hears each
+    optimizer step (a reused adapter: none)."""
     if adapter_files_ok(target) and (target / TRAINING_SUMMARY).exists():
         return target, json.loads((target / TRAINING_SUMMARY).read_text())
     path = _training_set(target.parent, kind)
@@ -317,7 +342,8 @@ async def train_once(
     }[kind]
     # a thread that ends with training, so its OpenMP pool does not slow the batcher after
     # (and leaves the night's loop free to run GRPO's judge calls meanwhile)
+    heard = {"progress_callback": progress} if progress else {}
     result = await run_in_own_thread(
-        train, records, model, target, cfg, seed=seed, base_adapter=start
+        train, records, model, target, cfg, seed=seed, base_adapter=start, **heard
     )
     return result.path, result.to_json()

@@ -10,6 +10,8 @@ no other), so no held-out trace's label becomes a target.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flows.night.collect import Collected
 from flows.night.runtime import Runtime
 from judges.judge import Judge
@@ -33,10 +35,16 @@ def commented(collected: Collected) -> list[Commented]:
 
 
 async def teacher_corrections(
-    rt: Runtime, collected: Collected, judge: Judge, max_tokens: int
+    rt: Runtime,
+    collected: Collected,
+    judge: Judge,
+    max_tokens: int,
+    asked: list[Commented] | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> WrittenCorrections:
-    """The teacher's (`[reflection]`'s model) correction of each commented failing reply,
-    kept where `judge` passes it as the reply to its request."""
+    """The teacher's (`[reflection]`'s model) correction of each commented failing reply
+    (`asked`: `commented(collected)` when None), kept where `judge` passes it as the reply
+    to its request; `done(1)` as each is written and judged."""
     metric = judge.metric(rt.judge_lm, rt.settings.judge.rationale_max_tokens)
     requests = {ex.id: render_inputs(ex.inputs) for ex in collected.examples}
 
@@ -44,4 +52,5 @@ async def teacher_corrections(
         (p,) = await metric.p_pass_many([JudgedItem(example_id, requests[example_id], reply)])
         return None if p is None else metric.passes(p)
 
-    return await write_corrections(rt.reflection_lm, commented(collected), passes, max_tokens)
+    asked = commented(collected) if asked is None else asked
+    return await write_corrections(rt.reflection_lm, asked, passes, max_tokens, done)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from flows.night.calls import call_metrics
 from flows.night.runtime import Runtime
+from flows.night.training_runs import log_training_runs, training_runs
 from flows.production.promotion import (
     ADAPTER_TAG,
     PRODUCTION,
@@ -122,6 +123,8 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         for name, curve in {} if resumed else curves.items():
             for calls, best in curve:  # the optimization curve, step = metric calls spent
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
+        # each LoRA step's training curve, a child run apiece (logged once per night)
+        log_training_runs(registry, training_runs(rt, run_id, report), tags)
         registry.log_text(render_markdown(report), "report.md")
         registry.log_text(prompt_diffs(report), "prompt_diff.md")
         registry.log_figure(curves_figure(report), "optimization_curves.png")

@@ -28,6 +28,7 @@ from flows.night.fast_slow import (
 )
 from flows.night.runtime import Runtime
 from flows.night.tasks import optimizing, served, stage
+from flows.night.training_runs import weight_step_dir
 from flows.report.progress import StageProgress
 from infra.lm.heap import release_free_heap
 from infra.settings import AgentOptSettings, LoraSettings, parse_schedule
@@ -80,19 +81,20 @@ async def lora_round(
     selection: list[Example] | None = None,
 ) -> LoraRound:
     await served(rt, start.adapter)
-    with StageProgress(f"step {step}: LoRA round ({cfg.method})", None):
+    with StageProgress(f"step {step}: LoRA round ({cfg.method})", None, "rollouts") as progress:
         return await stages.lora_stage(
             rt,
             collected.examples,
             start.prompts,
             judge,
-            rt.run_dir(run_id) / f"lora-step{step}",
+            weight_step_dir(rt, run_id, step),
             start.adapter,
             cfg,
             front,
             adapter_name(run_id, step),
             collected.human_replies(),
             selection or None,
+            progress,
         )
 
 
@@ -115,8 +117,8 @@ async def evaluate_heldout(
     examples: list[Example],
 ) -> stages.Evaluation:
     name = await served(rt, state.adapter)
-    with StageProgress(f"held-out evaluation: {label}", None):
-        return await stages.evaluate_agent(rt, state.prompts, examples, judge, name)
+    with StageProgress(f"held-out evaluation: {label}", len(examples), "rollouts") as progress:
+        return await stages.evaluate_agent(rt, state.prompts, examples, judge, name, progress)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from statistics import fmean
 from typing import Any
 
 from flows.night.runtime import Runtime
+from flows.report.progress import StageProgress
 from gepa_opt import Demo, Demonstrations, GEPAConfig, PoolEntry, RejectReason, optimize
 from infra.agents.contract import demonstrations_component, judge_rubric
 from infra.lm.heap import release_free_heap
@@ -26,7 +27,7 @@ from infra.types import Example, Rollout
 from judges.addressing import addresses_judge
 from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts
 from judges.align import Alignment, align
-from judges.calls import answered, each, gepa_reflection
+from judges.calls import Done, answered, each, gepa_reflection
 from judges.judge import Judge
 from judges.judge_head import JudgeHead, judge_head_step
 from judges.judge_lora import JudgeLora, judge_lora_step
@@ -161,10 +162,16 @@ async def align_judge_stage(
 
 
 async def judge_lora_stage(
-    rt: Runtime, alignment: Alignment, items: list[JudgedItem], run_dir: Path
+    rt: Runtime,
+    alignment: Alignment,
+    items: list[JudgedItem],
+    run_dir: Path,
+    progress: StageProgress | None = None,
 ) -> tuple[Alignment, JudgeLora]:
     """The judge's LoRA step on the training labels (`judges.judge_lora`), trained into
-    `run_dir` (a resumed night reuses an adapter that finished training there)."""
+    `run_dir` (a resumed night reuses an adapter that finished training there). The
+    result holds how training went (`JudgeLora.history`), for its run in MLflow.
+    `progress` counts the optimizer steps, then the saved adapters read on validation."""
     cfg, seed = rt.settings.judge.lora, rt.settings.seed
     if not cfg.enabled:
         return alignment, JudgeLora(0, alignment.judge_val_score, note="judge.lora.enabled is off")
@@ -173,16 +180,23 @@ async def judge_lora_stage(
         note = f"{type(lm).__name__} does not serve LoRA adapters"
         return alignment, JudgeLora(0, alignment.judge_val_score, note=note)
     train, val, heldout = judge_items_split(rt, items)
+    trained: dict[str, Any] = {}  # the training summary (`weights.lora.TRAINING_SUMMARY`)
 
     async def train_adapter(records: list) -> list[Path]:
         await release_free_heap()  # what alignment freed, before training stacks on it
-        folder, _ = await train_once(
-            "sft", lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed
-        )
+        steps = progress.on_train_step if progress else None
+        folder, summary = await train_once(
+            "sft", lm.base_model_path, None, records, run_dir / "adapter", cfg.training(), seed,
+            progress=steps,
+        )  # fmt: skip
+        trained.update(summary)
         await release_free_heap()
-        return saved_adapters(folder)
+        folders = saved_adapters(folder)
+        if progress is not None:
+            progress.phase("adapters read on validation labels", len(folders))
+        return folders
 
-    return await judge_lora_step(
+    alignment, step = await judge_lora_step(
         lm,
         alignment,
         train,
@@ -194,7 +208,13 @@ async def judge_lora_stage(
         cfg.comments,
         cfg.memory,
         cfg.mismatched,
+        progress.advance if progress else None,
     )
+    if trained:
+        step.history = tuple(trained.get("history", ()))
+        step.train_steps = int(trained["steps"])
+        step.device = str(trained.get("device", ""))
+    return alignment, step
 
 
 async def judge_head_stage(
@@ -333,11 +353,12 @@ async def evaluate_agent(
     examples: list[Example],
     judge: Judge,
     adapter: str | None = None,
+    progress: StageProgress | None = None,
 ) -> Evaluation:
     """Held-out evaluation: true-label accuracy where known, and the judge's score where
-    not (`scored_rollouts`)."""
+    not (`scored_rollouts`, which counts on `progress`)."""
     metric = judge_metric(rt, judge)
-    rollouts = await scored_rollouts(rt, prompts, examples, metric, adapter)
+    rollouts = await scored_rollouts(rt, prompts, examples, metric, adapter, progress)
     true = {r.example.id: rt.agent.reference_score(r.example, r.output) for r in rollouts}
     judged = [r for r in rollouts if true[r.example.id] is None]
     known = [t for t in true.values() if t is not None]
@@ -358,20 +379,29 @@ async def scored_rollouts(
     examples: list[Example],
     metric: RolloutJudge,
     adapter: str | None = None,
+    progress: StageProgress | None = None,
 ) -> list[Rollout]:
     """The agent's greedy rollouts, each scored against its true label where the example
     has one, else by the judge; those whose calls failed for good are left out. An example
     with a true label is not judged: the verdict would decide nothing there, and on a CPU
-    the teacher's reading is most of an evaluation's time."""
-    ran = await agent_rollouts(rt, prompts, examples, adapter)
+    the teacher's reading is most of an evaluation's time. `progress` counts the
+    rollouts as they end, then (a phase of its own) the replies judged."""
+    ran = await agent_rollouts(rt, prompts, examples, adapter, done=_advance(progress))
     unlabelled = []
     for rollout in ran:
         rollout.score = rt.agent.reference_score(rollout.example, rollout.output)
         if rollout.score is None:
             unlabelled.append(rollout)
     if unlabelled:
-        await judge_rollouts(metric, unlabelled)  # scores those it could judge, in place
+        if progress is not None:
+            progress.phase("replies judged", len(unlabelled))
+        # scores those it could judge, in place
+        await judge_rollouts(metric, unlabelled, done=_advance(progress))
     return [r for r in ran if r.score is not None]
+
+
+def _advance(progress: StageProgress | None) -> Done | None:
+    return None if progress is None else progress.advance
 
 
 def slice_of(example: Example) -> str | None:
@@ -385,18 +415,19 @@ async def agent_rollouts(
     prompts: dict[str, str] | Callable[[Example], dict[str, str]],
     examples: list[Example],
     adapter: str | None = None,
+    done: Done | None = None,
     **params: Any,
 ) -> list[Rollout]:
     """The agent on each example (greedy unless `params` say otherwise) with `prompts`
     (or the prompts a function picks per example), unscored; the examples where a model
-    call failed for good are left out."""
+    call failed for good are left out. `done(1)` as each run ends."""
     params = {"max_tokens": rt.settings.agent_opt.max_tokens, "temperature": 0.0} | params
     pick = prompts if callable(prompts) else lambda _: prompts
 
     async def run(example: Example) -> Rollout:
         return await rt.agent.run(example, pick(example), rt.lm, adapter=adapter, **params)
 
-    _, rollouts = answered(examples, await each(examples, run))
+    _, rollouts = answered(examples, await each(examples, run, done))
     return rollouts
 
 
@@ -406,11 +437,13 @@ async def judged_rollouts(
     examples: list[Example],
     metric: RolloutJudge,
     adapter: str | None = None,
+    done: Done | None = None,
     **params: Any,
 ) -> list[Rollout]:
-    """`agent_rollouts`, judged (those whose judging call failed for good left out)."""
+    """`agent_rollouts`, judged (those whose judging call failed for good left out);
+    `done(1)` as each run ends."""
     return await judge_rollouts(
-        metric, await agent_rollouts(rt, prompts, examples, adapter, **params)
+        metric, await agent_rollouts(rt, prompts, examples, adapter, done, **params)
     )
 
 
@@ -426,6 +459,7 @@ async def lora_stage(
     adapter_name: str | None = None,
     human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
     compare_on: list[Example] | None = None,
+    progress: StageProgress | None = None,
 ) -> LoraRound:
     """The weight round on the agent's traffic, its rollouts judged by the night's judge,
     from the night's current adapter (`base`) when there is one, on `cfg` (a weight
@@ -434,7 +468,8 @@ async def lora_stage(
     `human`: per trace, replies people judged (`Collected.human_replies`), which train
     first when `lora.human_labels` is on. `compare_on`: the examples the adapter and its
     checkpoints are compared on (the held-out selection slice, scored against true labels
-    where known: `scored_rollouts`); None: the Pareto set."""
+    where known: `scored_rollouts`); None: the Pareto set. `progress` counts rollouts
+    while the round samples and compares, optimizer steps while it trains."""
     trainset, valset = split_examples(rt, examples)
     valset = compare_on or valset
     metric = judge_metric(rt, judge)
@@ -443,13 +478,18 @@ async def lora_stage(
     async def rollouts(
         examples: list[Example], adapter: str | None, judged: bool = True, **params: Any
     ) -> list[Rollout]:
+        if progress is not None:  # the draws run at once: each adds its share
+            if progress.unit != "rollouts":
+                progress.phase("rollouts")
+            progress.expect(len(examples))
         sampled = params.get("temperature", 0.0) > 0  # training samples, not a comparison
         if not sampled:
-            return await scored_rollouts(rt, prompts, examples, metric, adapter)
+            return await scored_rollouts(rt, prompts, examples, metric, adapter, progress)
         chosen = _front_draw(front, seed, params.get("seed", 0)) if front else prompts
+        done = _advance(progress)
         if not judged:
-            return await agent_rollouts(rt, chosen, examples, adapter, **params)
-        return await judged_rollouts(rt, chosen, examples, metric, adapter, **params)
+            return await agent_rollouts(rt, chosen, examples, adapter, done, **params)
+        return await judged_rollouts(rt, chosen, examples, metric, adapter, done, **params)
 
     async def judge_replies(replies: list[Rollout]) -> list[float | None]:
         await judge_rollouts(metric, replies)  # scores the ones it could judge
@@ -468,6 +508,7 @@ async def lora_stage(
         adapter_name=adapter_name,
         human=human if cfg.human_labels else None,
         judge_replies=judge_replies,
+        progress=progress.on_train_step if progress else None,
     )
 
 

@@ -23,7 +23,7 @@ def stage(name: str):
 async def optimizing(label: str, budget: int, run):
     """Run a GEPA stage under a progress bar, and keep its optimization curve and when
     each candidate of its pool was found."""
-    with StageProgress(label, budget) as progress:
+    with StageProgress(label, budget, "metric calls") as progress:
         result = await run(progress.on_event)
     result.curve = progress.curve
     result.pool = progress.dated(result.pool)

@@ -20,8 +20,9 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
-from mlflow.entities import Param
+from mlflow.entities import Metric, Param
 from mlflow.entities.model_registry import PromptVersion
 from mlflow.exceptions import MlflowException
 from mlflow.prompt.constants import PROMPT_NAME_RULE
@@ -228,6 +229,19 @@ class Registry:
         # fluent: it links a metric to the models logged in the run at its step
         with self.fluent():
             mlflow.log_metrics(metrics, step=step, run_id=_active_run_id())
+
+    def log_metric_history(self, history: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+        """Metrics at steps (a training curve: per optimizer step its loss, learning rate,
+        ...) into the active run, in one request per 1000 values (MLflow's batch limit)
+        rather than one per value."""
+        run_id, now = _active_run_id(), int(time.time() * 1000)
+        metrics = [
+            Metric(key, float(value), now, int(step))
+            for step, values in history
+            for key, value in values.items()
+        ]
+        for start in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
 
     def log_params(self, params: dict[str, Any]) -> None:
         secret = [key for key, value in params.items() if isinstance(value, SecretStr)]
@@ -487,27 +501,27 @@ class Registry:
         return found[0] if found else None
 
     def recent_runs(self, limit: int, name_prefix: str = "") -> list[RunInfo]:
-        """The experiment's newest runs, newest first."""
+        """The experiment's newest runs named `name_prefix`..., newest first. The prefix is
+        in the query, so that the child runs of a night (its training curves) or the moves
+        between nights take none of the `limit` places."""
+        where = f"attributes.run_name LIKE '{_quoted(name_prefix)}%'" if name_prefix else ""
         with self._http():
             runs = self.client.search_runs(
                 [self.experiment_id],
+                filter_string=where,
                 order_by=["attributes.start_time DESC"],
-                max_results=limit * 4,
+                max_results=limit,
             )
-        out = []
-        for run in runs:
-            name = run.info.run_name or ""
-            if name.startswith(name_prefix):
-                out.append(
-                    RunInfo(
-                        run.info.run_id,
-                        name,
-                        run.info.status,
-                        run.info.start_time,
-                        dict(run.data.metrics),
-                    )
-                )
-        return out[:limit]
+        return [
+            RunInfo(
+                run.info.run_id,
+                run.info.run_name or "",
+                run.info.status,
+                run.info.start_time,
+                dict(run.data.metrics),
+            )
+            for run in runs
+        ]
 
     def get_alias(self, name: str, alias: str) -> int | None:
         """The model version that `alias` points to, or None when it points nowhere yet."""

@@ -231,3 +231,15 @@ def test_two_registries_in_one_process_keep_to_their_own_stores(tmp_path, monkey
 def test_the_whole_settings_are_refused_with_the_way_to_build_one():
     with pytest.raises(TypeError, match=r"Registry\(settings.mlflow\)"):
         Registry(Settings())
+
+
+def test_recent_nights_are_found_past_many_newer_runs_of_other_names(tmp_path):
+    registry = Registry(Settings(state_dir=tmp_path / "state").mlflow)
+    with registry.start_run("nightly-20261205T020000Z"):
+        pass
+    for step in range(6):  # a night's training curves, and moves, come after it
+        with registry.start_run(f"lora-round-step{step}"):
+            pass
+    (night,) = registry.recent_runs(1, name_prefix="nightly-")
+    assert night.name == "nightly-20261205T020000Z"
+    assert len(registry.recent_runs(3)) == 3  # no prefix: the newest runs, any name

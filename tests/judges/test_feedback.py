@@ -144,3 +144,22 @@ async def test_the_night_is_judged_on_the_scale_and_stays_picklable():
     assert verdicts.margins == pytest.approx({"a": 0.4, "b": 0.4})
     assert verdicts.labelled == {"b"}
     assert pickle.loads(pickle.dumps(verdicts)) == verdicts
+
+
+async def test_each_judge_call_of_the_night_is_counted_as_it_ends():
+    class HalfLM:
+        async def choice_logprobs(self, messages, choices, adapter=None):
+            return [math.log(0.5)] * len(choices)
+
+        async def complete(self, messages, **params):
+            from infra.lm import Completion, Usage
+
+            return Completion(text="a reason", usage=Usage(1, 1))
+
+    items = [JudgedItem(f"t{i}", "x", f"reply {i}") for i in range(5)]
+    done: list[int] = []
+    verdicts = await judge_traces(HalfLM(), JUDGE, items, set(), done=done.append)
+    assert len(verdicts.scores) == 5 and done == [1] * 5
+    done.clear()
+    await judge_traces(HalfLM(), JUDGE, items, set(), with_rationales=True, done=done.append)
+    assert done == [1] * 10  # each verdict, then each reason

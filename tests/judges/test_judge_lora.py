@@ -78,7 +78,11 @@ async def test_the_checkpoint_that_agrees_best_on_validation_is_kept_and_measure
     lm, items = AdapterLM(), labelled()
     train, val, heldout = judge_splits(items, 0.4, 0)
     fit, got = trainer(tmp_path, "coin", "sharp")
-    alignment, step = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
+    read: list[int] = []
+    alignment, step = await judge_lora_step(
+        lm, aligned(0.0), train, val, heldout, fit, seed=0, done=read.append
+    )
+    assert read == [1, 1]  # each saved adapter, as it was read on the validation labels
 
     # balanced by label, each failing reply once more with an injection planted
     failing = sum(not i.human_pass for i in train)

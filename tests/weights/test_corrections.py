@@ -36,8 +36,10 @@ async def test_a_correction_trains_only_where_the_judge_passes_it():
         Commented(k, [*CHAT, {"role": "user", "content": f"id {k}"}], "The Beatles", "expected x")
         for k in replies
     ]
-    out = await write_corrections(teacher, items, passes)
+    done: list[int] = []
+    out = await write_corrections(teacher, items, passes, done=done.append)
     assert out.kept == {"t1": "weather"}
+    assert done == [1] * 4  # each reply counted as its correction ends, kept or not
     assert (out.asked, out.refused, out.empty, out.failed) == (4, 1, 2, 0)
     # the reply itself and an empty one correct nothing: the judge is not asked about them
     assert sorted(judged) == [("t1", "weather"), ("t2", "music")]

@@ -59,6 +59,10 @@ def test_training_reports_a_finite_loss_and_progress(trained):
     assert result.steps == 2 and result.examples == 8
     assert math.isfinite(result.train_loss) and result.train_loss > 0
     assert [p[:2] for p in progress] == [(1, 2), (2, 2)]
+    assert all({"loss", "learning_rate"} <= set(logs) for _, _, logs in progress)
+    # the curve MLflow gets: what the trainer logged at each step, as the bar heard it
+    assert [log["step"] for log in result.history] == [1, 2]
+    assert [log["loss"] for log in result.history] == [logs["loss"] for _, _, logs in progress]
 
 
 def test_adapter_is_saved_whole_with_tokenizer(trained):

@@ -96,7 +96,8 @@ def trained(monkeypatch) -> TrainedRuns:
                 folder.mkdir(parents=True)
                 (folder / ADAPTER_CONFIG).write_text(json.dumps({"peft_type": "LORA"}))
                 (folder / ADAPTER_WEIGHTS).write_bytes(b"weights")
-            result = AdapterResult(target, 1.25, 3, len(records), 0.1, "cpu (float32)")
+            history = tuple({"step": float(n), "loss": 2.0 / n} for n in (1, 2, 3))
+            result = AdapterResult(target, 1.25, 3, len(records), 0.1, "cpu (float32)", history)
             (target / TRAINING_SUMMARY).write_text(json.dumps(result.to_json()))
             return result
 
@@ -224,6 +225,11 @@ async def test_sft_then_dpo_goes_on_from_the_sft_adapter(tmp_path, trained):
     result = await run(AdapterModel(), spread(0.7), tmp_path, method="sft+dpo")
     sft_dir = str(tmp_path / "n1" / "adapter-sft")
     assert [(t.kind, t.base_adapter) for t in trained] == [("sft", None), ("dpo", sft_dir)]
+    # one training curve: DPO's steps numbered on from SFT's
+    assert [(log["step"], log["loss"]) for log in result.history] == [
+        (step, 2.0 / n) for step, n in zip(range(1, 7), (1, 2, 3) * 2, strict=True)
+    ]
+    assert result.val_curve == ((0, 0.5), (6, pytest.approx(0.7)))
     assert result.adapter_path == str(tmp_path / "n1" / "adapter")
     sets = [Path(p) for p in result.training_sets]
     assert [p.name for p in sets] == ["sft.jsonl", "dpo.jsonl"]
@@ -320,6 +326,9 @@ async def test_an_earlier_checkpoint_the_judge_prefers_is_kept_and_served(tmp_pa
     assert lm.loaded == {"adapter-n1": step1}  # the round's name serves the one kept
     assert lm.unloaded == ["adapter-n1-step-1", "adapter-n1-step-2"]  # the trials, freed
     assert "stopped early: the judge scored step-1 0.800" in result.note
+    # the score where training started and at each adapter it saved, by optimizer step
+    steps, scores = zip(*result.val_curve, strict=True)
+    assert steps == (0, 1, 2, 3) and scores == pytest.approx((0.5, 0.8, 0.6, 0.6))
     scored = {adapter for _, adapter, params in greedy.calls if not params}
     assert scored == {None, "adapter-n1", "adapter-n1-step-1", "adapter-n1-step-2"}
 

@@ -9,6 +9,7 @@ from flows.night import stages
 from flows.night.collect import in_heldout_slice
 from flows.night.runtime import Runtime
 from flows.nightly import collect_traces, read_production
+from flows.report.progress import StageProgress
 from infra.scales import ScoreScale
 from infra.settings import Settings
 from infra.traces import Annotation, TraceBatch, TraceRecord
@@ -310,3 +311,20 @@ async def test_the_head_stage_must_beat_the_judge_the_lora_step_left(tmp_path):
     rt.settings.judge.head.enabled = False
     same, step = await stages.judge_head_stage(rt, alignment, lora, items, tmp_path / "off")
     assert same is alignment and step.note == "judge.head.enabled is off"
+
+
+async def test_a_held_out_evaluation_counts_its_rollouts_then_the_replies_it_judges(rt):
+    """Unlabelled examples: the bar counts the agent's rollouts, then the judge's reading."""
+    examples = [Example(f"e{i}", {"request": f"play song {i}"}) for i in range(6)]
+    judge = Judge({"rubric": "r"}, threshold=0.5)
+    seen = []
+    with StageProgress("held-out evaluation: seed", len(examples), "rollouts") as progress:
+        advance = progress.advance
+        progress.advance = lambda n=1: seen.append((progress.unit, n)) or advance(n)
+        evaluation = await stages.evaluate_agent(
+            rt, rt.agent.seed_prompts(), examples, judge, progress=progress
+        )
+    assert evaluation.n == 6 and evaluation.judge_pass_rate is not None
+    assert seen == [("rollouts", 1)] * 6 + [("replies judged", 1)] * 6
+    task = progress.task
+    assert (task.fields["unit"], task.total, task.completed) == ("replies judged", 6, 6)
