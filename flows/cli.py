@@ -79,10 +79,12 @@ def _night_failed(run_dir: Path, run_id: str, error: Exception) -> None:
     """The traceback goes to the run's folder, the person gets a sentence and the way on."""
     trace = run_dir / "error.txt"
     trace.write_text("".join(traceback.format_exception(error)))
+    # one line, as every error the command ends with: a scheduler's log keeps it whole
     console.print(
-        f"[red]flywheel: night {run_id} failed: {type(error).__name__}: {escape(str(error))}[/]\n"
-        f"Every finished stage is kept; `flywheel run --resume {run_id}` goes on from the "
-        f"one that failed. The traceback is in {trace}."
+        f"[red]flywheel: night {run_id} failed: {type(error).__name__}: {escape(str(error))}[/]"
+        f" — every finished stage is kept; `flywheel run --resume {run_id}` goes on from the "
+        f"one that failed; the traceback is in {trace}.",
+        soft_wrap=True,
     )
 
 
