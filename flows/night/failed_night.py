@@ -11,6 +11,7 @@ from flows.night.clock import StageClock
 from flows.night.collect import Collected, summarize
 from flows.night.runtime import Runtime
 from flows.night.stages import Evaluation, PromptStage
+from flows.report.history import NIGHT_PREFIX
 from flows.report.night_report import (
     alignment_metrics,
     heldout_metrics,
@@ -62,7 +63,7 @@ def record_failed_night(
     tags = {"flywheel.run_id": run_id}
     try:
         registry = rt.registry
-        with registry.start_or_resume_run(f"nightly-{run_id}", tags):
+        with registry.start_or_resume_run(NIGHT_PREFIX + run_id, tags):
             registry.log_params(safe_params(rt.settings))
             registry.log_metrics(measured(clock, calls))
             registry.log_text(mask(f"{type(error).__name__}: {error}"), "error.txt")

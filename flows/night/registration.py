@@ -25,6 +25,7 @@ from flows.production.promotion import (
     served_model,
 )
 from flows.report.figures import prompt_diffs
+from flows.report.history import NIGHT_PREFIX
 from flows.report.night_report import CANDIDATE, NightReport, Registered
 from flows.report.pictures.gepa import curves_figure
 from flows.report.summary import render_markdown
@@ -106,7 +107,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
     registry, settings, gate = rt.registry, rt.settings, report.gate
     metrics = report.metrics()
     tags = {"flywheel.run_id": run_id}
-    with registry.start_or_resume_run(f"nightly-{run_id}", tags) as run:
+    with registry.start_or_resume_run(NIGHT_PREFIX + run_id, tags) as run:
         resumed = bool(run.data.metrics)  # a killed night's run: its curves are logged
         registry.log_params(safe_params(settings))
         # the judge's version tags, and which judge the night ran on
@@ -191,4 +192,4 @@ def log_feedback(registry: Registry, report: NightReport) -> None:
         registry.log_metrics(call_metrics(report.calls))  # the feedback stage's too
         if report.feedback and report.feedback.disagreements:
             registry.log_table(report.feedback.disagreements, "judge_disagreements.json")
-        registry.log_text(render_markdown(report), "report.md")
+        # report.md with what feedback did: `flows.report.publish`, right after this

@@ -8,37 +8,39 @@ from __future__ import annotations
 from bisect import bisect_right
 from datetime import UTC, datetime
 
-from flows.production.promotion import history
 from flows.report.pictures.trend import NightPoint
-from infra.registry.mlflow_registry import Registry
+from infra.registry.mlflow_registry import RunInfo
 
-NIGHT_PREFIX = "nightly-"
+NIGHT_PREFIX = "nightly-"  # a night's MLflow run is named for it: nightly-<run id>
 
 
-def night_history(registry: Registry, model: str, limit: int = 30) -> list[NightPoint]:
-    """The last `limit` nights, oldest first."""
-    runs = registry.recent_runs(limit, name_prefix=NIGHT_PREFIX)
-    runs.sort(key=lambda run: run.start_time)
+def night_history(runs: list[RunInfo], moves: list[dict]) -> list[NightPoint]:
+    """The nights of `runs` (`Registry.recent_runs` with `NIGHT_PREFIX`), oldest first,
+    each with the last production move of `moves` (`promotion.history`) after it began."""
+    runs = sorted(runs, key=lambda run: run.start_time)
     started = [datetime.fromtimestamp(run.start_time / 1000, UTC) for run in runs]
-    moves: dict[int, dict] = {}
-    for move in history(registry, model):
-        at = datetime.fromisoformat(move["at"])
-        night = bisect_right(started, at) - 1
+    after: dict[int, dict] = {}
+    for move in moves:
+        night = bisect_right(started, datetime.fromisoformat(move["at"])) - 1
         if night >= 0:
-            moves[night] = move  # the last move after a night is what it left
-    return [
-        NightPoint(
-            run_id=run.name.removeprefix(NIGHT_PREFIX),
-            started=started[i],
-            production_heldout=_heldout(run.metrics, "seed"),
-            candidate_heldout=_heldout(run.metrics, "candidate"),
-            judge_agreement=_agreement(run.metrics)[1],
-            judge_statistic=_agreement(run.metrics)[0],
-            event=moves[i]["action"] if i in moves else _refused(run.metrics),
-            version=moves[i]["version"] if i in moves else None,
+            after[night] = move  # the last move after a night is what it left
+    points = []
+    for i, run in enumerate(runs):
+        statistic, agreement = _agreement(run.metrics)
+        move = after.get(i)
+        points.append(
+            NightPoint(
+                run_id=run.name.removeprefix(NIGHT_PREFIX),
+                started=started[i],
+                production_heldout=_heldout(run.metrics, "seed"),
+                candidate_heldout=_heldout(run.metrics, "candidate"),
+                judge_agreement=agreement,
+                judge_statistic=statistic,
+                event=move["action"] if move else _refused(run.metrics),
+                version=move["version"] if move else None,
+            )
         )
-        for i, run in enumerate(runs)
-    ]
+    return points
 
 
 def _heldout(metrics: dict[str, float], stage: str) -> float | None:

@@ -7,12 +7,11 @@ from __future__ import annotations
 import base64
 import html
 import re
-from io import BytesIO
 
 from markdown_it import MarkdownIt
-from matplotlib.figure import Figure
 
 # a picture is referenced in the markdown by its file name: ![what it shows](gate.png)
+PAGE = "report.html"  # a night's page, in its run folder and its MLflow run
 _PICTURE = re.compile(r"\]\(([\w.-]+\.png)\)")
 # for the page: wide enough for a 1000 px figure, tables that scroll rather than squash
 STYLE = """
@@ -27,13 +26,6 @@ th { background: #f6f6f6; }
 code, pre { font: 13px/1.4 ui-monospace, monospace; background: #f6f6f6; }
 pre { padding: .8em; overflow-x: auto; }
 """
-
-
-def png(figure: Figure, dpi: int = 100) -> bytes:
-    """A figure as PNG bytes (a bare Figure draws without a display)."""
-    buffer = BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()
 
 
 def embed(markdown: str, pictures: dict[str, bytes]) -> str:

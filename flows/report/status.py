@@ -17,6 +17,8 @@ from flows.production.promotion import (
     SERVED_TAG,
     history,
 )
+from flows.report.history import NIGHT_PREFIX
+from flows.report.page import PAGE
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
 from judges.judge import version_label
@@ -43,7 +45,7 @@ def status_data(registry: Registry, settings: Settings, nights: int = 5) -> dict
         "history": history(registry, model),
         "nights": [
             _night(run, settings.state_dir / "runs")
-            for run in registry.recent_runs(nights, name_prefix="nightly-")
+            for run in registry.recent_runs(nights, name_prefix=NIGHT_PREFIX)
         ],
     }
     if candidate is not None and candidate != production:
@@ -91,7 +93,7 @@ def _night(run, runs: Path) -> dict[str, Any]:
     metrics = run.metrics
     gate = metrics.get("promotion_gate_passed")
     # the night's page, while its folder is on this disk (MLflow keeps it too)
-    page = runs / run.name.removeprefix("nightly-") / "report.html"
+    page = runs / run.name.removeprefix(NIGHT_PREFIX) / PAGE
     return {
         "report": str(page.resolve()) if page.exists() else None,
         "name": run.name,

@@ -3,12 +3,13 @@ picture, each answering one question a person asks of the night (its docstring s
 which). Bare `Figure`s, never pyplot: no display on a server, no global state.
 
 `night_pictures` gives each one that has something to draw, by file name; saving them
-(`figure.savefig(path)`) and where they go (MLflow, Prefect, the report) is the caller's.
+(`png`) and where they go (MLflow, Prefect, the report) is the caller's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from io import BytesIO
 
 from matplotlib.figure import Figure
 
@@ -17,7 +18,7 @@ from flows.report.pictures import gate, gepa, judge, timeline, trend
 from flows.report.pictures.trend import NightPoint
 from infra.settings import PromotionSettings
 
-__all__ = ["NightPoint", "night_pictures"]
+__all__ = ["NightPoint", "night_pictures", "png"]
 
 
 def night_pictures(
@@ -40,3 +41,10 @@ def night_pictures(
         "time.png": timeline.figure(report.stage_intervals, report.seconds),
     }
     return {name: picture for name, picture in pictures.items() if picture is not None}
+
+
+def png(figure: Figure, dpi: int = 100) -> bytes:
+    """A picture as PNG bytes (a bare Figure draws without a display)."""
+    buffer = BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

@@ -5,7 +5,8 @@ from matplotlib.figure import Figure
 
 from flows.report.links import MLFLOW_UI_DEFAULT, night_links
 from flows.report.night_report import Registered
-from flows.report.page import embed, page, png
+from flows.report.page import embed, page
+from flows.report.pictures import png
 
 
 class _Tags(HTMLParser):

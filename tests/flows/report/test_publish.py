@@ -7,8 +7,8 @@ from dataclasses import replace
 from datetime import datetime
 from html.parser import HTMLParser
 
-from flows.production.promotion import HISTORY_TAG
-from flows.report.history import night_history
+from flows.production.promotion import HISTORY_TAG, history
+from flows.report.history import NIGHT_PREFIX, night_history
 from flows.report.night_report import Registered
 from flows.report.publish import publish
 from flows.report.status import render, status_data
@@ -59,7 +59,9 @@ def _two_nights(tmp_path):
 
 def test_the_trend_reads_each_night_and_the_move_after_it(tmp_path):
     _, registry, _, _ = _two_nights(tmp_path)
-    first, second = night_history(registry, "agent")
+    first, second = night_history(
+        registry.recent_runs(30, NIGHT_PREFIX), history(registry, "agent")
+    )
     assert first.run_id == "20261204T020000Z" and second.run_id == "20261205T020000Z"
     assert (first.production_heldout, first.candidate_heldout) == (0.4, 0.6)
     assert second.production_heldout == 0.6  # no true labels: the judge's pass rate
