@@ -286,7 +286,8 @@ async def promote_candidate(
         decision=decision,
         hub=rt.prompt_hub,
     )
-    return await recorded(move, model, f"flywheel night {run_id}: promotion")
+    description = f"flywheel night {run_id}: promotion"
+    return await recorded(move, rt.registry, model, rt.prompt_hub, description)
 
 
 async def _production_move(

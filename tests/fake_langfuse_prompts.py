@@ -12,6 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 PREFIX = "/api/public/v2/prompts"
+PROJECT = {
+    "id": "proj-fake",
+    "name": "fake",
+    "metadata": {},
+    "organization": {"id": "org", "name": "org"},
+}
 
 
 class PromptStore:
@@ -76,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         self.store.requests.append(("GET", url.path))
+        if url.path == "/api/public/projects":  # the project the keys belong to
+            self._reply(200, {"data": [PROJECT]})
+            return
         name = unquote(url.path.removeprefix(PREFIX + "/"))
         query = parse_qs(url.query)
         version = int(query["version"][0]) if "version" in query else None

@@ -20,6 +20,7 @@ from flows.production.promotion import (
     PRODUCTION,
     PROMPTS_TAG,
     SERVED_TAG,
+    hub_pages,
     log_evidence,
     publish_managed,
     served_model,
@@ -130,6 +131,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         registry.log_text(prompt_diffs(report), "prompt_diff.md")
         registry.log_figure(curves_figure(report), "optimization_curves.png")
         passed = report.promotion is not None and report.promotion.passed
+        hub_versions: dict[str, int] = {}
         if report.evidence is not None:
             log_evidence(registry, report.evidence)
         prefix, model = settings.registry.prompt_name, settings.registry.model_name
@@ -159,7 +161,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
                 registry.set_prompt_alias(name, CANDIDATE, version)
             registry.set_model_alias(model, CANDIDATE, model_version)
             if rt.prompt_hub is not None:  # a candidate label where the agent reads
-                publish_managed(
+                hub_versions = publish_managed(
                     registry,
                     rt.prompt_hub,
                     model,
@@ -179,6 +181,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         with_adapter=report.adapter_path is not None,
         candidate=passed,
         experiment_id=registry.experiment_id,
+        hub_prompts=hub_pages(rt.prompt_hub, hub_versions),
     )
 
 

@@ -8,16 +8,31 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from flows.production import promotion, serving
+from flows.report.links import move_links
 from infra.agents.replay import REPLAY
+from infra.redaction import mask
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings
-from infra.traces.prompt_hub import make_prompt_hub
+from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 
 
-async def recorded(move: promotion.Move, model: str, description: str = "") -> promotion.Move:
-    """`move`, after leaving it as a Prefect artifact (key "promotion") of the flow run."""
+async def recorded(
+    move: promotion.Move,
+    registry: Registry,
+    model: str,
+    hub: PromptHub | None,
+    description: str = "",
+) -> promotion.Move:
+    """`move`, after leaving it as a Prefect artifact (key "promotion") of the flow run,
+    with links to what production holds after it (MLflow's version, Langfuse's prompts)."""
+    body = [f"# production of `{model}`", "", move.line(), ""]
+    if move.action in ("promoted", "rolled back") and move.version is not None:
+        info = registry.model_version(model, move.version)
+        versions = promotion.hub_versions(info.tags if info else {}) or {}
+        uri = mask(registry.settings.tracking_uri)
+        body += move_links(uri, model, move.version, promotion.hub_pages(hub, versions))
     await create_markdown_artifact(
-        markdown=f"# production of `{model}`\n\n{move.line()}",
+        markdown="\n".join(body),
         key="promotion",
         description=description or f"{move.action} v{move.version}",
     )
@@ -31,9 +46,10 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     settings = Settings()
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+    registry = Registry(settings.mlflow)
     move = await serving.promote(
         serving.make_serving(settings),
-        Registry(settings.mlflow),
+        registry,
         model,
         version,
         settings.promotion,
@@ -41,7 +57,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
         settings.seed,
         hub=hub,
     )
-    return await recorded(move, model)
+    return await recorded(move, registry, model, hub)
 
 
 @flow(name="rollback")
@@ -51,7 +67,8 @@ async def rollback_flow(by: str) -> promotion.Move:
     model = settings.registry.model_name
     hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
     served, registry = serving.make_serving(settings), Registry(settings.mlflow)
-    return await recorded(await serving.rollback(served, registry, model, by, hub), model)
+    move = await serving.rollback(served, registry, model, by, hub)
+    return await recorded(move, registry, model, hub)
 
 
 @flow(name="serving-sync")

@@ -213,6 +213,19 @@ def publish_managed(
     return made
 
 
+def hub_versions(tags: dict[str, str]) -> dict[str, int] | None:
+    """A model version's Langfuse prompt versions (name -> version) from its tags; None:
+    it was registered before the agent read its prompts there."""
+    return json.loads(tags.get(MANAGED_TAG, "null"))
+
+
+def hub_pages(hub: PromptHub | None, versions: dict[str, int]) -> dict[str, str]:
+    """Each Langfuse prompt version ("name vN") and its page in Langfuse's UI, for links."""
+    if hub is None:
+        return {}
+    return {f"{name} v{v}": hub.page(name, v) for name, v in versions.items()}
+
+
 def _point_production(
     registry: Registry,
     model: str,
@@ -226,7 +239,7 @@ def _point_production(
     for name, prompt_version in prompt_versions.items():
         registry.set_prompt_alias(name, PRODUCTION, prompt_version)
     if hub is not None and hub.names:
-        managed = json.loads(tags.get(MANAGED_TAG, "null"))
+        managed = hub_versions(tags)
         if managed is None:  # registered before the hub: its texts go there now
             prefix = f"{registry.settings.prompt_name}-"
             texts = {

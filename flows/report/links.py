@@ -1,7 +1,8 @@
 """Where to look next, as links in the night's report: its MLflow run, the versions it
-registered, and the night before. An MLflow behind a file or sqlite store has no web
-address until someone starts its UI, so the links then point at `mlflow ui`'s default
-address and say the command that serves it."""
+registered (in MLflow, and in Langfuse where the agent reads its prompts), and the night
+before; and in a production move's record, the version production now holds. An MLflow
+behind a file or sqlite store has no web address until someone starts its UI, so the
+links then point at `mlflow ui`'s default address and say the command that serves it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,26 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
+def model_version_url(base: str, model: str, version: int) -> str:
+    return f"{base}/#/models/{quote(model, safe='')}/versions/{version}"
+
+
+def hub_line(label: str, pages: dict[str, str]) -> list[str]:
+    """One markdown line of Langfuse prompt versions ("name vN" -> its page), a version
+    whose page is unknown as plain text; none when there are none."""
+    shown = [f"[{name}]({url})" if url else name for name, url in pages.items()]
+    return [f"- {label}: " + ", ".join(shown)] if shown else []
+
+
+def move_links(tracking_uri: str, model: str, version: int, hub_pages: dict[str, str]) -> list[str]:
+    """Markdown lines for a production move: the model version production now holds and
+    the Langfuse prompt versions labelled production with it."""
+    base, how = mlflow_ui(tracking_uri)
+    lines = [f"- model version: [{model} v{version}]({model_version_url(base, model, version)})"]
+    lines += hub_line("Langfuse prompts (label production)", hub_pages)
+    return lines + ([f"- {how}"] if how else [])
+
+
 def night_links(
     registered: Registered, previous_run_id: str | None, previous_report: Path | None
 ) -> list[str]:
@@ -32,14 +53,13 @@ def night_links(
     on, and the night before (its run, and its page when it is still on this disk)."""
     base, how = mlflow_ui(registered.tracking_uri)
     experiment = registered.experiment_id
-    model = quote(registered.model_name, safe="")
     lines = ["## Links", ""]
     if experiment:
         run = registered.mlflow_run_id
         lines.append(f"- MLflow run: [{run}]({run_url(base, experiment, run)})")
     lines.append(
         f"- model version: [{registered.model_name} v{registered.model_version}]"
-        f"({base}/#/models/{model}/versions/{registered.model_version})"
+        f"({model_version_url(base, registered.model_name, registered.model_version)})"
     )
     for label, versions in (
         ("agent prompts", registered.prompt_versions),
@@ -51,6 +71,7 @@ def night_links(
         ]
         if shown:
             lines.append(f"- {label}: " + ", ".join(shown))
+    lines += hub_line("Langfuse prompts (label candidate)", registered.hub_prompts)
     if previous_run_id and experiment:
         lines.append(
             f"- the night before: [MLflow run]({run_url(base, experiment, previous_run_id)})"

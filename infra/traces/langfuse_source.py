@@ -306,6 +306,24 @@ def sdk_api(timeout_s: int = 30) -> LangfuseAPI:
     return Langfuse(tracing_enabled=False, timeout=timeout_s).api
 
 
+def project_page(api: LangfuseAPI) -> str:
+    """The address of the keys' project in Langfuse's UI, "" when the server does not name
+    it: the SDK's base URL (LANGFUSE_BASE_URL, else LANGFUSE_HOST, else Langfuse Cloud)
+    and the project the keys belong to (`GET /api/public/projects`). Only for links:
+    a server that cannot say is logged, never an error."""
+    base = (
+        os.environ.get("LANGFUSE_BASE_URL")
+        or os.environ.get("LANGFUSE_HOST")
+        or "https://cloud.langfuse.com"
+    )
+    try:
+        projects = api.projects.get().data
+    except Exception as err:  # an old server, a key without project scope, a timeout
+        log.info("Langfuse did not name its project (no links to it): %s", err)
+        return ""
+    return f"{base.rstrip('/')}/project/{projects[0].id}" if projects else ""
+
+
 def _pages(call: Callable[..., Any], page_size: int, **params: Any) -> Iterator[Any]:
     """Every item of a cursor-paginated listing; the next page is asked for only when needed.
     A cursor the server already gave would loop forever: that stops with an error."""

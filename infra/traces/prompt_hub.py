@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from langfuse.api.prompts import CreateChatPromptRequest, CreateTextPromptRequest
 
 from infra.settings import TraceSettings
-from infra.traces.langfuse_source import api_errors, sdk_api
+from infra.traces.langfuse_source import api_errors, project_page, sdk_api
 from infra.traces.managed_prompts import PRODUCTION, ManagedPrompt
 from infra.traces.source import TraceSourceError
 
@@ -54,6 +55,16 @@ class PromptHub:
         managed = dict(settings.managed_prompts)
         self.names: dict[str, str] = managed if replayed is None else SameName(replayed)
         self._api = api if api is not None else sdk_api()
+        self._project: str | None = None  # its UI address, asked for once
+
+    def page(self, name: str, version: int) -> str:
+        """A version's page in Langfuse's UI, for links ("" when the server does not
+        name its project)."""
+        if self._project is None:
+            self._project = project_page(self._api)
+        if not self._project:
+            return ""
+        return f"{self._project}/prompts/{quote(name, safe='')}?version={version}"
 
     def production(self) -> dict[str, ManagedPrompt]:
         """Each managed component's version labelled production; a prompt without one is

@@ -4,13 +4,16 @@ moves its aliases only once every version exists."""
 from dataclasses import replace
 
 import pytest
+from langfuse import Langfuse
 
 from flows.night.registration import register_versions
 from flows.night.runtime import Runtime
 from flows.production.gate import PromotionDecision
 from flows.report.night_report import CANDIDATE
 from infra.registry.mlflow_registry import Registry
-from infra.settings import Settings
+from infra.settings import Settings, TraceSettings
+from infra.traces.prompt_hub import PromptHub
+from tests.fake_langfuse_prompts import PROJECT, FakeLangfusePrompts
 from tests.flows.report.test_report import report
 
 PASSED = PromotionDecision(True, "beats production", 0.2, 0.1, 0.3)
@@ -148,3 +151,26 @@ def test_each_weight_step_s_training_sets_are_the_run_s_datasets_with_provenance
     assert version.tags["flywheel.lineage.steps"] == "1:p kept, 2:w kept"
     assert version.tags["flywheel.lineage.adapter_from"] == "/runs/n0/production"
     assert version.tags["flywheel.lineage.production_version"] == "none"
+
+
+def test_a_passing_night_publishes_its_prompts_where_the_agent_reads_them_and_links_them(
+    tmp_path, monkeypatch
+):
+    with FakeLangfusePrompts() as fake:
+        monkeypatch.setenv("LANGFUSE_HOST", fake.host)
+        fake.store.create({"name": "router", "prompt": "seed", "labels": ["production"]})
+        api = Langfuse(
+            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
+        ).api
+        settings = Settings(state_dir=tmp_path / "state")
+        rt = Runtime(settings, registry=Registry(settings.mlflow))
+        managed = TraceSettings(managed_prompts={"instructions": "router"})
+        rt._objects["prompt_hub"] = PromptHub(managed, api=api)
+
+        refused = register_versions(rt, "n1", report(0.5))  # no candidate: nothing published
+        assert refused.hub_prompts == {} and len(fake.store.prompts["router"]) == 1
+
+        registered = register_versions(rt, "n2", replace(report(0.6), promotion=PASSED))
+    assert fake.store.prompts["router"][1]["labels"] == ["candidate", "latest"]
+    page = f"{fake.host}/project/{PROJECT['id']}/prompts/router?version=2"
+    assert registered.hub_prompts == {"router v2": page}

@@ -16,6 +16,8 @@ from flows.production.promotion import (
     PRODUCTION,
     PROMPTS_TAG,
     history,
+    hub_pages,
+    hub_versions,
     log_evidence,
     publish_managed,
     rollback,
@@ -24,7 +26,7 @@ from flows.report.status import status_lines
 from infra.registry.mlflow_registry import Registry
 from infra.settings import PromotionSettings, Settings, TraceSettings
 from infra.traces.prompt_hub import PromptHub
-from tests.fake_langfuse_prompts import FakeLangfusePrompts
+from tests.fake_langfuse_prompts import PROJECT, FakeLangfusePrompts
 from tests.prefect_harness import prefect_harness
 
 MODEL = "agent"
@@ -128,6 +130,8 @@ def test_the_command_line_records_each_move_as_a_flow_run(tmp_path, monkeypatch,
     assert "promoted v1 (production was none; by ops)" in out
     assert "unchanged v1" in out and "no earlier production version" in out
     assert any("promoted v1" in text for text in artifacts)
+    # the move's record links the version production now holds
+    assert any("#/models/agent/versions/1)" in text for text in artifacts)
     assert main(["status"]) == 0
     assert "Production: agent v1" in capsys.readouterr().out
 
@@ -143,8 +147,9 @@ async def _promotion_artifacts() -> list[str]:
     return [a.data for a in found]
 
 
-def test_the_langfuse_production_label_moves_with_production(tmp_path):
+def test_the_langfuse_production_label_moves_with_production(tmp_path, monkeypatch):
     with FakeLangfusePrompts() as fake:
+        monkeypatch.setenv("LANGFUSE_HOST", fake.host)  # the UI is where the API is
         fake.store.create({"name": "router", "prompt": "seed text", "labels": ["production"]})
         api = Langfuse(
             public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
@@ -167,6 +172,8 @@ def test_the_langfuse_production_label_moves_with_production(tmp_path):
         assert newest["commitMessage"] == f"flywheel: MLflow model {MODEL} v{v2}"
         tags = registry.model_version(MODEL, v2).tags
         assert json.loads(tags[MANAGED_TAG]) == {"router": newest["version"]}
+        page = f"{fake.host}/project/{PROJECT['id']}/prompts/router?version={newest['version']}"
+        assert hub_pages(hub, hub_versions(tags)) == {f"router v{newest['version']}": page}
 
         assert rollback(registry, MODEL, "ada", hub).action == "rolled back"
         assert hub.production()["instructions"].text == "instructions of n1"

@@ -3,7 +3,7 @@ from html.parser import HTMLParser
 
 from matplotlib.figure import Figure
 
-from flows.report.links import MLFLOW_UI_DEFAULT, night_links
+from flows.report.links import MLFLOW_UI_DEFAULT, move_links, night_links
 from flows.report.night_report import Registered
 from flows.report.page import embed, page
 from flows.report.pictures import png
@@ -60,6 +60,7 @@ def _registered(uri: str) -> Registered:
         model_version=4,
         with_adapter=True,
         experiment_id="7",
+        hub_prompts={"router v5": "https://lf.example.com/project/p1/prompts/router?version=5"},
     )
 
 
@@ -74,6 +75,8 @@ def test_links_go_to_the_mlflow_server_the_night_used(tmp_path):
         "the night before: [MLflow run](https://mlflow.example.com/#/experiments/7/runs/r1)" in text
     )
     assert "mlflow ui" not in text
+    langfuse = "[router v5](https://lf.example.com/project/p1/prompts/router?version=5)"
+    assert f"- Langfuse prompts (label candidate): {langfuse}" in text
 
 
 def test_a_local_store_links_to_mlflow_ui_and_says_how_to_start_it(tmp_path):
@@ -84,3 +87,13 @@ def test_a_local_store_links_to_mlflow_ui_and_says_how_to_start_it(tmp_path):
     assert f"({MLFLOW_UI_DEFAULT}/#/experiments/7/runs/r2)" in text
     assert "`mlflow ui --backend-store-uri sqlite:///state/mlflow.db`" in text
     assert before.as_uri() in text and "the night before: [MLflow run]" not in text
+
+
+def test_a_move_links_the_version_production_holds_and_its_langfuse_prompts():
+    pages = {"router v2": "https://lf.example.com/project/p1/prompts/router?version=2", "x v1": ""}
+    text = "\n".join(move_links("sqlite:///m.db", "my agent", 3, pages))
+    assert f"[my agent v3]({MLFLOW_UI_DEFAULT}/#/models/my%20agent/versions/3)" in text
+    # a version whose page Langfuse did not give stays as text, never a broken link
+    assert "(label production): [router v2](https://lf.example.com" in text
+    assert text.split("(label production): ")[1].split("\n")[0].endswith(", x v1")
+    assert "mlflow ui --backend-store-uri sqlite:///m.db" in text

@@ -6,7 +6,7 @@ from langfuse import Langfuse
 from infra.settings import TraceSettings
 from infra.traces.factory import production_prompts
 from infra.traces.prompt_hub import PromptHub
-from tests.fake_langfuse_prompts import FakeLangfusePrompts
+from tests.fake_langfuse_prompts import PROJECT, FakeLangfusePrompts
 
 
 @pytest.fixture
@@ -88,3 +88,23 @@ def test_a_replayed_agent_reads_and_publishes_the_prompts_its_traces_used(fake):
     made = replayed.publish("write-reply", "Reply kindly.", ["candidate"], "agent v2")
     assert (made.name, made.version) == ("write-reply", 2)
     assert fake.store.prompts["write-reply"][1]["prompt"][1]["content"] == "{{request}}"
+
+
+def test_a_version_links_to_its_page_in_the_project_the_keys_belong_to(fake, monkeypatch):
+    monkeypatch.setenv("LANGFUSE_HOST", fake.host + "/")
+    prompts = hub(fake, instructions="support/router")
+    page = prompts.page("support/router", 3)
+    assert page == f"{fake.host}/project/{PROJECT['id']}/prompts/support%2Frouter?version=3"
+    prompts.page("support/router", 4)
+    assert fake.store.requests.count(("GET", "/api/public/projects")) == 1  # asked once
+
+
+def test_a_server_that_does_not_name_its_project_gives_no_link_and_no_error():
+    class NoProjects:
+        class projects:  # noqa: N801 - the SDK's attribute
+            @staticmethod
+            def get():
+                raise RuntimeError("403: organization-scoped key")
+
+    prompts = PromptHub(TraceSettings(managed_prompts={"a": "a"}), api=NoProjects())
+    assert prompts.page("a", 1) == ""
