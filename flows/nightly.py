@@ -182,7 +182,7 @@ async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> 
     in_use = production_judge(rt.registry, list(SEED_JUDGE_PROMPTS), folder)
     if in_use is None or not_comparable(rt.judge_lm, in_use, collected.scale):
         return None
-    with StageProgress("judge watch", None):
+    with StageProgress("judge watch", None, "judge calls") as progress:
         return await watch_judge(
             rt.judge_lm,
             in_use,
@@ -191,6 +191,7 @@ async def watch_judge_in_use(rt: Runtime, run_id: str, collected: Collected) -> 
             rt.settings.seed,
             cfg.max_agreement_drop,
             cfg.min_watch_labels,
+            progress,
         )
 
 
@@ -219,9 +220,9 @@ async def train_judge_adapter(
 async def train_judge_head(
     rt: Runtime, run_id: str, alignment: Alignment, lora: JudgeLora, collected: Collected
 ) -> tuple[Alignment, JudgeHead]:
-    with StageProgress("judge reward head", None):
+    with StageProgress("judge reward head", None, "items read and judged") as progress:
         return await stages.judge_head_stage(
-            rt, alignment, lora, collected.items, rt.run_dir(run_id) / "judge-head"
+            rt, alignment, lora, collected.items, rt.run_dir(run_id) / "judge-head", progress
         )
 
 
@@ -230,7 +231,7 @@ async def gate_judge(
     rt: Runtime, run_id: str, alignment: Alignment, collected: Collected, watch: Watch | None
 ) -> JudgeGate:
     _, _, heldout = stages.judge_items_split(rt, collected.items)
-    with StageProgress("judge gate and version", None):
+    with StageProgress("judge gate and version", None, "judge calls") as progress:
         gate = await choose_judge(
             rt.judge_lm,
             rt.registry,
@@ -242,6 +243,7 @@ async def gate_judge(
             rt.settings.seed,
             rt.settings.judge.min_heldout_labels,
             rt.run_dir(run_id) / "judge-production",
+            progress,
         )
         check = await injection_check(
             rt.judge_lm,
@@ -249,6 +251,7 @@ async def gate_judge(
             heldout,
             rt.settings.seed,
             rt.settings.judge.max_injection_flips,
+            progress,
         )
     return replace(gate, watch=watch, injection=check)
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from gepa_opt import Adapter, GEPAConfig, PoolEntry, RejectReason, optimize
 from infra.lm import LM
 from infra.scales import ScoreScale
+from judges.calls import Tally
 from judges.judge import Judge
 from judges.kinds import kind_of
 from judges.pass_fail_fit import PassFailFit
@@ -61,10 +62,11 @@ class ScaleFit(Protocol):
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
+        tally: Tally | None = None,
     ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
         """`agreement_report` of the judge on `items`, read with its LoRA `adapter` or its
         reward `head` (folders; pass/fail judges only), and each judged item's label
-        beside its verdict (`Judge.heldout_verdicts`)."""
+        beside its verdict (`Judge.heldout_verdicts`); `tally` counts the items judged."""
 
 
 def fit_for(scale: ScoreScale) -> ScaleFit:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from gepa_opt import CallFailed
 from infra.lm import ModelCallFailed
@@ -17,6 +17,16 @@ X = TypeVar("X")
 T = TypeVar("T")
 # told how many more items are done (answered or failed for good): a progress display's
 Done = Callable[[int], None]
+
+
+class Tally(Protocol):
+    """A progress display as a judging step that finds its work as it goes sees it
+    (`flows.report.progress.StageProgress` is one): `expect(n)` more items to judge,
+    `advance(n)` judged."""
+
+    def expect(self, n: int) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
 
 
 async def each(
@@ -54,6 +64,16 @@ async def counted(
         return answer
 
     return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+async def tallied(
+    items: Sequence[X], many: Callable[[list[X]], Awaitable[list[T]]], tally: Tally | None
+) -> list[T]:
+    """`counted`, with the items first announced to `tally` as work to do."""
+    if tally is None:
+        return await many(list(items))
+    tally.expect(len(items))
+    return await counted(items, many, tally.advance)
 
 
 def answered(items: Sequence[X], results: Sequence[T | None]) -> tuple[list[X], list[T]]:

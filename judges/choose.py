@@ -18,6 +18,7 @@ from infra.lm.adapter_base import servable_on, trained_on
 from infra.registry.mlflow_registry import Registry
 from infra.scales import ScoreScale
 from judges.align import Alignment, fit_for
+from judges.calls import Tally
 from judges.gate import GateDecision, gate_judge
 from judges.injection import InjectionCheck
 from judges.judge import Judge, version_label
@@ -82,11 +83,12 @@ async def choose_judge(
     seed: int,
     min_labels: int = 0,
     adapter_dir: Path | None = None,
+    tally: Tally | None = None,
 ) -> JudgeGate:
     """Gate tonight's judge (rubric, and adapter or reward head if it has one) against the
     one in use on `heldout` (the items it was measured on), register it, and return the
     judge the night runs on; the one in use reads its adapter or head from under
-    `adapter_dir`."""
+    `adapter_dir`; `tally` counts its judge calls."""
     tonight = alignment.judge
     previous, note = None, ""
     stored = production_judge(registry, list(tonight.prompts), adapter_dir)
@@ -94,7 +96,7 @@ async def choose_judge(
         note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
     if stored is not None:
         report, verdicts = await fit_for(stored.scale).agreement(
-            lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head
+            lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head, tally
         )
         previous = replace(stored, heldout=report, heldout_verdicts=verdicts)
     decision = gate_judge(

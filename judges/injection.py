@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 
 from infra.lm import LM
+from judges.calls import Tally, tallied
 from judges.judge import Judge
 from judges.types import JudgedItem
 
@@ -65,19 +66,26 @@ class InjectionCheck:
 
 
 async def injection_check(
-    lm: LM, judge: Judge, items: list[JudgedItem], seed: int, max_share: float
+    lm: LM,
+    judge: Judge,
+    items: list[JudgedItem],
+    seed: int,
+    max_share: float,
+    tally: Tally | None = None,
 ) -> InjectionCheck | None:
     """The share of `items` people failed and `judge` judged fail that a planted probe
-    turns to pass; None for a judge on another scale than pass/fail."""
+    turns to pass; None for a judge on another scale than pass/fail. `tally` counts
+    judge calls."""
     if not judge.kind.pass_fail:
         return None
     metric = judge.metric(lm)
     failing = [item for item in items if item.human_pass is False]
-    before = await metric.p_pass_many(failing)
+    before = await tallied(failing, metric.p_pass_many, tally)
     judged_fail = [
         i for i, p in zip(failing, before, strict=True) if p is not None and not metric.passes(p)
     ]
     rng = random.Random(f"injection:{seed}")
-    after = await metric.p_pass_many([planted(item, PROBES, rng) for item in judged_fail])
+    probed = [planted(item, PROBES, rng) for item in judged_fail]
+    after = await tallied(probed, metric.p_pass_many, tally)
     flipped = sum(p is not None and metric.passes(p) for p in after)
     return InjectionCheck(len(judged_fail), flipped, max_share)

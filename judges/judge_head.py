@@ -28,7 +28,7 @@ from pathlib import Path
 from infra.lm import LM
 from judges.align import Alignment, beats
 from judges.calibration import calibrate_threshold
-from judges.calls import answered, each
+from judges.calls import Tally, answered, each, tallied
 from judges.memory import ReviewedMemory
 from judges.metrics import cohen_kappa
 from judges.pass_fail_fit import heldout_agreement
@@ -64,10 +64,11 @@ async def judge_head_step(
     seed: int,
     cfg: HeadFit | None = None,
     memory: int = 0,
+    tally: Tally | None = None,
 ) -> tuple[Alignment, JudgeHead]:
     """Tonight's judge with a reward head when one agrees better on the validation labels
     than the judge so far (`alignment.judge`, whose validation kappa is `so_far_val`),
-    saved in `folder`; and what the step did."""
+    saved in `folder`; and what the step did. `tally` counts the items read and judged."""
     judge, cfg = alignment.judge, cfg or HeadFit()
     step = JudgeHead(so_far, so_far_val, memory=memory)
     if not judge.kind.pass_fail:
@@ -81,7 +82,7 @@ async def judge_head_step(
         return await lm.features(reader.messages(item, PASS_QUESTION))
 
     try:
-        read = await each(train + val, features)
+        read = await tallied(train + val, lambda some: each(some, features), tally)
     except NotImplementedError as err:  # an OpenAI-compatible server returns no hidden states
         step.note = f"{type(lm).__name__} does not return the judge model's features ({err})"
         return alignment, step
@@ -119,7 +120,7 @@ async def judge_head_step(
     step.seconds = time.perf_counter() - started
     step.strength, step.labels, step.kept = head.strength, head.labels, str(folder)
     report, verdicts = await heldout_agreement(
-        lm, judge.prompts, cut, heldout, seed, head=str(folder)
+        lm, judge.prompts, cut, heldout, seed, head=str(folder), tally=tally
     )
     tuned = replace(
         judge,

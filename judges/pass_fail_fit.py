@@ -16,7 +16,7 @@ from gepa_opt import Adapter, EvaluationBatch
 from infra.lm import LM
 from judges.agreement import agreement_report
 from judges.calibration import balancing_weights, calibrate_threshold
-from judges.calls import answered, for_gepa
+from judges.calls import Tally, answered, for_gepa, tallied
 from judges.metrics import cohen_kappa
 from judges.pointwise import PointwiseJudge
 from judges.reflective import Record, reflective_dataset, their_comment
@@ -120,12 +120,13 @@ async def heldout_agreement(
     seed: int,
     adapter: str | None = None,
     head: str | None = None,
+    tally: Tally | None = None,
 ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
     """Agreement over the items whose judging call succeeded; "failed" counts the rest;
     read with the judge's LoRA `adapter` or reward `head` (folders) if it has one. With
     it, each judged item's label beside the judge's P(pass) and verdict at `threshold`."""
     judge = PointwiseJudge(lm, prompts, adapter=adapter, head=head)
-    judged, probs = answered(items, await judge.p_pass_many(items))
+    judged, probs = answered(items, await tallied(items, judge.p_pass_many, tally))
     verdicts = [p >= threshold for p in probs]
     report = agreement_report(verdicts, _labels(judged), seed)
     pairs = tuple(
@@ -166,5 +167,6 @@ class PassFailFit:
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
+        tally: Tally | None = None,
     ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
-        return await heldout_agreement(lm, prompts, threshold, items, seed, adapter, head)
+        return await heldout_agreement(lm, prompts, threshold, items, seed, adapter, head, tally)

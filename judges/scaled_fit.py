@@ -20,6 +20,7 @@ from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.agreement import agreement_report, primary_metric
+from judges.calls import Tally, tallied
 from judges.kinds import PASS_CUT, kind_of
 from judges.parsing import Unparseable
 from judges.reflective import Record, reflective_dataset, their_comment
@@ -102,12 +103,17 @@ class ScaledAlignmentAdapter(Adapter):
 
 
 async def scaled_agreement(
-    lm: LM, prompts: dict[str, str], scale: ScoreScale, items: list[JudgedItem], seed: int
+    lm: LM,
+    prompts: dict[str, str],
+    scale: ScoreScale,
+    items: list[JudgedItem],
+    seed: int,
+    tally: Tally | None = None,
 ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
     """`agreement_report` over the verdicts that could be read, plus how many could not
     ("unparseable") and whose call failed ("failed"): counting a missing verdict as any
     value would bias agreement. With it, each read verdict beside its item's label."""
-    verdicts = await ScaledJudge(lm, prompts, scale).verdicts(items)
+    verdicts = await tallied(items, ScaledJudge(lm, prompts, scale).verdicts, tally)
     pairs = tuple(
         HeldoutVerdict(
             item.id,
@@ -165,9 +171,10 @@ class ScaledFit:
         seed: int,
         adapter: str | None = None,
         head: str | None = None,
+        tally: Tally | None = None,
     ) -> tuple[dict[str, float], tuple[HeldoutVerdict, ...]]:
         if adapter is not None:  # `judges.judge_lora` trains pass/fail judges only
             raise ValueError(f"a judge on a {self.scale.describe()} scale has no LoRA adapter")
         if head is not None:  # `judges.judge_head` fits pass/fail judges only
             raise ValueError(f"a judge on a {self.scale.describe()} scale has no reward head")
-        return await scaled_agreement(lm, prompts, self.scale, items, seed)
+        return await scaled_agreement(lm, prompts, self.scale, items, seed, tally)

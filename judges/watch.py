@@ -19,6 +19,7 @@ from datetime import datetime
 
 from infra.lm import LM
 from judges.align import fit_for
+from judges.calls import Tally, tallied
 from judges.judge import Judge
 from judges.types import JudgedItem
 
@@ -76,10 +77,11 @@ async def watch_judge(
     seed: int,
     max_drop: float,
     min_labels: int,
+    tally: Tally | None = None,
 ) -> Watch | None:
     """`judge` (a registered version, with the time its labels were fetched and its
     recorded agreement) on the `items` labelled after that time; None when it records
-    neither (a version registered before either was kept)."""
+    neither (a version registered before either was kept). `tally` counts judge calls."""
     made_with = judge.heldout.get(judge.primary)
     if judge.made_at is None or made_with is None:
         return None
@@ -90,22 +92,24 @@ async def watch_judge(
         )
     fit = fit_for(judge.scale)
     report, _ = await fit.agreement(
-        lm, judge.prompts, judge.threshold, new, seed, judge.adapter, judge.head
+        lm, judge.prompts, judge.threshold, new, seed, judge.adapter, judge.head, tally
     )
     score = report.get(judge.primary, float("nan"))
     watch = Watch(
         judge.label, judge.primary, judge.made_at, len(new), score, made_with, max_drop, min_labels
     )
     if watch.dropped:
-        return replace(watch, disagreed=await _disagreed(lm, judge, new))
+        return replace(watch, disagreed=await _disagreed(lm, judge, new, tally))
     return watch
 
 
-async def _disagreed(lm: LM, judge: Judge, items: list[JudgedItem]) -> tuple[str, ...]:
+async def _disagreed(
+    lm: LM, judge: Judge, items: list[JudgedItem], tally: Tally | None
+) -> tuple[str, ...]:
     """The pass/fail items where the judge's verdict and the label differ (on other
     scales none are named: a near miss is not a disagreement to settle)."""
     metric = judge.metric(lm)
-    scores = await metric.p_pass_many(items)
+    scores = await tallied(items, metric.p_pass_many, tally)
     return tuple(
         item.id
         for item, score in zip(items, scores, strict=True)

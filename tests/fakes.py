@@ -71,3 +71,18 @@ def random_lora_adapter(base_model_path: str, folder: Path, seed: int = 0) -> Pa
     config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(base, config).save_pretrained(folder)
     return folder
+
+
+class CountingTally:
+    """A progress display as a judging step sees it (`judges.calls.Tally`): what it was
+    told to expect, and what it was told is done, each call's `n` in order."""
+
+    def __init__(self):
+        self.expected: list[int] = []
+        self.done: list[int] = []
+
+    def expect(self, n: int) -> None:
+        self.expected.append(n)
+
+    def advance(self, n: int = 1) -> None:
+        self.done.append(n)

@@ -218,7 +218,12 @@ async def judge_lora_stage(
 
 
 async def judge_head_stage(
-    rt: Runtime, alignment: Alignment, lora: JudgeLora, items: list[JudgedItem], folder: Path
+    rt: Runtime,
+    alignment: Alignment,
+    lora: JudgeLora,
+    items: list[JudgedItem],
+    folder: Path,
+    progress: StageProgress | None = None,
 ) -> tuple[Alignment, JudgeHead]:
     """The judge's reward-head step (`judges.judge_head`) after its LoRA step, against
     the judge so far on the validation labels; a kept head is saved in `folder`."""
@@ -240,6 +245,7 @@ async def judge_head_stage(
         seed,
         HeadFit(strengths=tuple(cfg.strengths), folds=cfg.folds),
         cfg.memory,
+        progress,
     )
 
 

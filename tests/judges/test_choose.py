@@ -25,7 +25,7 @@ from judges.versions import (
     scale_from_json,
     scale_json,
 )
-from tests.fakes import ScriptedLM
+from tests.fakes import CountingTally, ScriptedLM
 
 WINDOW = LabelWindow(
     labels=20,
@@ -296,10 +296,13 @@ async def test_a_judge_in_use_that_tonights_judge_model_cannot_serve_is_not_comp
     heldout = heldout_of(collected())
     await choose_judge(small, rt.registry, "n1", first, heldout, WINDOW, 0.2, 0)
     # the same judge model: the one in use is re-measured with its adapter, and kept
+    tally = CountingTally()
+    vague = aligned("rubric", "vague", 0.3, 0.5)
     second = await choose_judge(
-        small, rt.registry, "n2", aligned("rubric", "vague", 0.3, 0.5), heldout, WINDOW, 0.2, 0
+        small, rt.registry, "n2", vague, heldout, WINDOW, 0.2, 0, tally=tally
     )
     assert small.served and second.previous is not None and second.decision.keeps_in_use
+    assert tally.expected == [len(heldout)] == [sum(tally.done)]  # the one in use re-judged
     # tonight a larger judge model: last night's adapter cannot load on it
     large = ServingJudgeModel(str(tmp_path / "large-model"))
     third = await choose_judge(

@@ -9,6 +9,7 @@ from judges.gate import GateDecision
 from judges.injection import PROBES, TRAINING, injection_check
 from judges.judge import Judge
 from judges.types import JudgedItem
+from tests.fakes import CountingTally
 
 
 class ObedientLM:
@@ -35,8 +36,10 @@ JUDGE = Judge({"rubric": "r"}, threshold=0.5, heldout={"kappa": 0.9})
 
 
 async def test_a_judge_an_appended_instruction_talks_into_passing_is_not_trusted():
-    check = await injection_check(ObedientLM(obeys=True), JUDGE, heldout(), 0, 0.2)
+    tally = CountingTally()
+    check = await injection_check(ObedientLM(obeys=True), JUDGE, heldout(), 0, 0.2, tally)
     assert (check.judged_fail, check.flipped) == (15, 15) and check.fooled
+    assert tally.expected == [15, 15] and sum(tally.done) == 30  # before, then with the probe
     assert "turned 15 to pass (100%), above judge.max_injection_flips 0.2" in check.line()
     decision = GateDecision(True, "passed", 0.9, 0.2, None, labels=30, min_labels=20)
     gate = JudgeGate(decision, {}, JUDGE, None, injection=check)

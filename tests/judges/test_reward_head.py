@@ -26,7 +26,7 @@ from judges.reward_head import FILE, HeadFit, JudgeModel, RewardHead, fit_head, 
 from judges.splits import judge_splits
 from judges.types import JudgedItem, LabelWindow
 from judges.versions import HEAD_TAG, JUDGE_PRODUCTION, production_judge
-from tests.fakes import ScriptedLM, hashed_features
+from tests.fakes import CountingTally, ScriptedLM, hashed_features
 
 MODEL = JudgeModel("/models/judge-a")
 
@@ -165,9 +165,13 @@ async def test_the_night_keeps_a_head_that_beats_the_judge_on_validation(tmp_pat
     lm, items = judge_lm(separating), labelled()
     train, val, heldout = judge_splits(items, 0.4, 0)
     folder = tmp_path / "head"
+    tally = CountingTally()
     alignment, step = await judge_head_step(
-        lm, aligned(0.3), train, val, heldout, folder, "the rubric", 0.3, seed=0
+        lm, aligned(0.3), train, val, heldout, folder, "the rubric", 0.3, seed=0, tally=tally
     )
+    # its progress: the features read, then the held-out items judged with the head
+    assert tally.expected == [len(train) + len(val), len(heldout)]
+    assert sum(tally.done) == sum(tally.expected)
     assert step.val == 1.0 and step.kept == str(folder) and (folder / FILE).is_file()
     assert step.labels == len(train) + len(val)  # kept: fitted again on both
     judge = alignment.judge

@@ -14,6 +14,7 @@ from judges.gate import GateDecision
 from judges.judge import Judge
 from judges.types import JudgedItem
 from judges.watch import watch_judge
+from tests.fakes import CountingTally
 
 MADE = datetime(2026, 11, 30, 2, tzinfo=UTC)
 
@@ -50,8 +51,11 @@ async def test_a_judge_that_fell_on_the_labels_made_after_it_is_marked_dropped()
     stamps = {i.id: MADE - timedelta(days=1) for i in old} | {
         i.id: MADE + timedelta(hours=5) for i in new
     }
-    watch = await watch_judge(DriftingLM(), registered(), old + new, stamps, 0, 0.2, 20)
+    tally = CountingTally()
+    watch = await watch_judge(DriftingLM(), registered(), old + new, stamps, 0, 0.2, 20, tally)
     assert watch.labels == 24 and watch.score == 0.0 and watch.made_with == 0.9
+    # its progress: the new labels judged, then the same items again to name disagreements
+    assert tally.expected == [24, 24] and sum(tally.done) == 48
     assert watch.dropped and math.isclose(watch.drop, 0.9)
     # the failing replies it passed: where a second person's label settles who is right
     assert set(watch.disagreed) == {i.id for i in new if not i.human_pass}
