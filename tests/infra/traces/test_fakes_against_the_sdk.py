@@ -1,22 +1,36 @@
-"""The Langfuse fakes the tests run on answer what the SDK's own models describe.
+"""The Langfuse fakes the tests run on answer what the SDK's own models describe, and
+are asked what the SDK's client methods take.
 
 The SDK parses every response with `parse_obj_as` into pydantic models that allow
 unknown keys, so a fake with a misspelled key ("totalPage", "promtName") would parse and
 hand the code under test a default instead of the value: the fake would agree with the
 code rather than with Langfuse. Here each fake response is parsed by the SDK's model and
-then walked for keys the model does not know.
+then walked for keys the model does not know. The other way, a fake would take a keyword
+or a value the SDK refuses: `Checked` holds each call to the SDK method's signature and
+annotated types first.
 """
 
 from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 from langfuse import Langfuse
 from langfuse.api import CreateChatPromptRequest, CreateTextPromptRequest, NotFoundError
 from langfuse.api.annotation_queues import AnnotationQueueObjectType, AnnotationQueueStatus
+from langfuse.api.annotation_queues.client import AnnotationQueuesClient
 from langfuse.api.core.pydantic_utilities import parse_obj_as
+from langfuse.api.observations.client import ObservationsClient
 from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
-from pydantic import BaseModel
+from langfuse.api.score_configs.client import ScoreConfigsClient
+from langfuse.api.scores.client import ScoresClient
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from infra.settings import TraceSettings
+from infra.traces.langfuse_source import LangfuseTraceSource
 from tests.fake_langfuse_prompts import PROJECT, FakeLangfusePrompts
 from tests.infra.traces.test_langfuse import (
     FakeApi,
@@ -25,6 +39,9 @@ from tests.infra.traces.test_langfuse import (
     FakeScoreWriter,
     config,
     correction,
+    feedback_api,
+    judge_score,
+    label_request,
     obs,
     score,
 )
@@ -159,3 +176,65 @@ def test_the_prompts_fake_s_not_found_is_the_sdk_s_not_found_error(sdk):
         sdk.prompts.get("nobody", label="production")
     assert missing.value.status_code == 404
     assert missing.value.body == {"message": "Prompt not found: nobody"}
+
+
+def sdk_accepts(method: Callable, *args: object, **kwargs: object) -> None:
+    """Raises unless the SDK client's `method` takes these arguments: parameters it
+    declares, values of the types it annotates (strictly: no coercion)."""
+    bound = inspect.signature(method).bind(None, *args, **kwargs)  # None: the client
+    hints = typing.get_type_hints(method)
+    for name, value in bound.arguments.items():
+        if name in hints:
+            TypeAdapter(hints[name]).validate_python(value, strict=True)
+
+
+class Checked:
+    """A fake whose every call is first held to the SDK client's method of that name."""
+
+    def __init__(self, fake: object, client: type):
+        self._fake, self._client = fake, client
+
+    def __getattr__(self, name: str) -> Callable:
+        method, fake = getattr(self._client, name), getattr(self._fake, name)
+
+        def call(*args, **kwargs):
+            sdk_accepts(method, *args, **kwargs)
+            return fake(*args, **kwargs)
+
+        return call
+
+
+def test_a_call_the_sdk_would_refuse_is_caught():
+    with pytest.raises(TypeError, match="cursorr"):
+        sdk_accepts(ObservationsClient.get_many, cursorr="1")
+    with pytest.raises(ValidationError):  # a string where the SDK wants a datetime
+        sdk_accepts(ScoresClient.get_many, from_timestamp="2025-03-01T00:00:00Z")
+    sdk_accepts(ScoresClient.get_many, from_timestamp=datetime(2025, 3, 1, tzinfo=UTC))
+
+
+def test_reading_traces_asks_only_what_the_sdk_takes():
+    api = FakeApi(
+        [[obs(1), obs(2)], [obs(3)]], [[score(1), score(2)], [score(3)]], [[correction(1, "x")]]
+    )
+    api.observations = Checked(api.observations, ObservationsClient)
+    api.scores = Checked(api.scores, ScoresClient)
+    since = datetime(2025, 3, 1, tzinfo=UTC)
+    batch = LangfuseTraceSource(TraceSettings(trace_name="support"), api=api).fetch(since, 10)
+    assert len(batch.traces) == 3 and len(batch.corrections) == 1
+
+
+def test_writing_scores_and_label_requests_asks_only_what_the_sdk_takes():
+    queues = FakeQueues([[{"id": "q1", "name": "judge-review"}]])
+    writer = FakeScoreWriter()
+    configs = FakeScoreConfigs([[config("flywheel_judge", minValue=0, maxValue=1)]])
+    api = feedback_api(
+        Checked(queues, AnnotationQueuesClient),
+        Checked(writer, ScoresClient),
+        Checked(configs, ScoreConfigsClient),
+    )
+    source = LangfuseTraceSource(TraceSettings(annotation_queue="judge-review"), api=api)
+    assert source.write_scores([judge_score(1), judge_score(2)]) == 2
+    assert source.request_labels([label_request(1)]) == 1
+    assert source.pending_label_requests() == {"t1"}
+    assert source.score_scale("flywheel_judge") is not None
+    assert writer.batches[0][0].config_id == "c-flywheel_judge-2026-11-01"
