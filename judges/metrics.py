@@ -4,6 +4,11 @@ Paired and scale-free: accuracy, Cohen's kappa, weighted kappa, Spearman's rho, 
 and a bootstrap confidence interval for any of them (resampling examples, fixed seed).
 Which apply to a score is its scale kind's to say (`judges.kinds`; the report:
 `judges.agreement`). Pairwise judges add the flip rate, their sensitivity to answer order.
+
+Written out rather than called from scikit-learn and SciPy: the bootstrap calls each one
+a thousand times per report, and `cohen_kappa_score` costs about 1.5 ms a call to these
+functions' 15 us. tests/judges/test_metrics_against_libraries.py holds them to the
+libraries' answers.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ def accuracy(pred: Sequence[Hashable], gold: Sequence[Hashable]) -> float:
 
 
 def cohen_kappa(pred: Sequence[Hashable], gold: Sequence[Hashable]) -> float:
-    """Chance-corrected agreement over any labels. When both raters use one class only,
-    agreement is perfect but chance agreement is 1 too: kappa is then defined as 1.0 if
-    they agree everywhere and 0.0 otherwise, instead of 0/0."""
+    """Chance-corrected agreement over any labels. When both raters give one and the same
+    label everywhere, agreement is perfect but so is chance agreement: kappa is then 1.0
+    rather than 0/0 (scikit-learn's NaN)."""
     _check(pred, gold)
     n = len(gold)
     observed = accuracy(pred, gold)
@@ -34,7 +39,7 @@ def cohen_kappa(pred: Sequence[Hashable], gold: Sequence[Hashable]) -> float:
     # In integers, so the one-class case is detected exactly rather than up to rounding.
     chance = sum(count * gold_counts[label] for label, count in pred_counts.items())
     if chance == n * n:
-        return 1.0 if observed == 1.0 else 0.0
+        return 1.0
     expected = chance / (n * n)
     return (observed - expected) / (1 - expected)
 
@@ -47,7 +52,7 @@ def weighted_kappa(
 ) -> float:
     """Cohen's kappa where a near miss costs less than a far one, on ordered
     `categories`: disagreement i vs j weighs |i-j|/(k-1) ("linear") or its square
-    ("quadratic"). Same one-class convention as `cohen_kappa`."""
+    ("quadratic"). Same one-label convention as `cohen_kappa`."""
     _check(pred, gold)
     if weights not in ("linear", "quadratic"):
         raise ValueError(f"weights must be 'linear' or 'quadratic', not {weights!r}")
@@ -69,8 +74,8 @@ def weighted_kappa(
     expected = sum(
         cp * cg * cost(a, b) for a, cp in pred_counts.items() for b, cg in gold_counts.items()
     ) / (n * n)
-    if expected == 0:  # both raters on one and the same category
-        return 1.0 if observed == 0 else 0.0
+    if expected == 0:  # both raters on one and the same category: no disagreement
+        return 1.0
     return 1 - observed / expected
 
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from urllib.request import url2pathname
 
 import mlflow
@@ -38,6 +38,7 @@ from mlflow.entities import Metric, Param
 from mlflow.entities.model_registry import PromptVersion
 from mlflow.exceptions import MlflowException
 from mlflow.prompt.constants import PROMPT_NAME_RULE
+from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
 from mlflow.tracking import artifact_utils
 from mlflow.tracking._model_registry import utils as registry_uri_state
 from mlflow.tracking._tracking_service import utils as tracking_uri_state
@@ -285,8 +286,11 @@ class Registry:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         with self.fluent():  # log_input: the client's log_inputs wants MLflow's entities
             self.client.log_artifact(run_id, str(path), folder)
-            uri = artifact_utils.get_artifact_uri(
-                run_id, f"{folder}/{path.name}", tracking_uri=self.tracking_uri
+            uri = _dataset_uri(
+                artifact_utils.get_artifact_uri(
+                    run_id, f"{folder}/{path.name}", tracking_uri=self.tracking_uri
+                ),
+                self.tracking_uri,
             )
             with warnings.catch_warnings():  # "can be interpreted in multiple ways": two
                 warnings.simplefilter("ignore", UserWarning)  # registered sources, one class
@@ -573,6 +577,17 @@ def _environ(values: dict[str, str], keep: tuple[str, ...] = ()) -> Iterator[Non
 def _quoted(value: str) -> str:
     """A value inside an MLflow filter string's single quotes."""
     return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _dataset_uri(artifact_uri: str, tracking_uri: str) -> str:
+    """Where a dataset logged as an artifact can be read back. A server that proxies its
+    artifacts names them `mlflow-artifacts:/...`, a scheme MLflow has no dataset source
+    for: its HTTP address on the server stands in, without the user and password a
+    tracking URI may carry (the dataset's source is stored and shown as is)."""
+    if urlsplit(artifact_uri).scheme != "mlflow-artifacts":
+        return artifact_uri
+    url = urlsplit(MlflowArtifactsRepository.resolve_uri(artifact_uri, tracking_uri))
+    return urlunsplit(url._replace(netloc=url.netloc.rpartition("@")[2]))
 
 
 def _active_run_id() -> str:

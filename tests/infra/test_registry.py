@@ -243,3 +243,15 @@ def test_recent_nights_are_found_past_many_newer_runs_of_other_names(tmp_path):
     (night,) = registry.recent_runs(1, name_prefix="nightly-")
     assert night.name == "nightly-20261205T020000Z"
     assert len(registry.recent_runs(3)) == 3  # no prefix: the newest runs, any name
+
+
+def test_a_dataset_on_a_server_s_artifact_proxy_is_named_by_its_http_address():
+    # MLflow has no dataset source for `mlflow-artifacts:`; the address carries no password
+    address = mlflow_registry._dataset_uri(
+        "mlflow-artifacts:/3/abc/artifacts/training/sft.jsonl", "https://bob:pw@mlflow.lan:5000"
+    )
+    assert address == (
+        "https://mlflow.lan:5000/api/2.0/mlflow-artifacts/artifacts/3/abc/artifacts/training/sft.jsonl"
+    )
+    local = "file:///state/mlartifacts/1/abc/artifacts/training/sft.jsonl"
+    assert mlflow_registry._dataset_uri(local, "sqlite:///state/mlflow.db") == local
