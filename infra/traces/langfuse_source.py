@@ -22,6 +22,7 @@ import httpx
 import pydantic
 from langfuse.api.core.api_error import ApiError
 
+from infra.redaction import mask
 from infra.scales import ScoreScale
 from infra.settings import TraceSettings
 from infra.traces import langfuse_feedback
@@ -372,16 +373,19 @@ def _mapped(
 ) -> Any:
     """The mapped record, or None after noting why it was skipped."""
     try:
-        return mapper(item.dict())  # the SDK models' dict() uses Langfuse's camelCase keys
+        return mapper(_as_dict(item))
     except RecordError as e:
-        record_id = getattr(item, "id", "?")
-        log.warning(
-            "%s record %d (id %s): skipped, field %s: %s",
-            where,
-            number,
-            record_id,
-            e.field,
-            e.message,
-        )
-        batch.skipped.append(SkippedRecord(where, number, e.field, f"id {record_id}: {e.message}"))
+        reason = f"id {getattr(item, 'id', '?')}: {e.message}"
+        # logged before the batch reaches the masking source, so masked here too
+        log.warning("%s record %d: skipped, field %s: %s", where, number, e.field, mask(reason))
+        batch.skipped.append(SkippedRecord(where, number, e.field, reason))
         return None
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    """The SDK model as a dict in Langfuse's camelCase keys; `dict()` recurses once per
+    level of nesting, so a record nested past Python's limit is quarantined here."""
+    try:
+        return item.dict()
+    except RecursionError:
+        raise RecordError("<record>", "nested too deeply to read") from None
