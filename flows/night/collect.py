@@ -31,6 +31,8 @@ class Collected:
     scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
     heldout: list[Example] = field(default_factory=list)  # eval.heldout_trace_share's slice
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
+    # the newest label timestamp the source gave tonight (its clock): the next watermark
+    labels_read_to: datetime | None = None
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
     corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply

@@ -68,6 +68,7 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
         observation_id=observation_id,
         comment=_optional_str(score, "comment"),
         metadata=_optional_dict(score, "metadata"),
+        updated_at=_datetime(score, "updatedAt") if score.get("updatedAt") is not None else None,
     )
 
 

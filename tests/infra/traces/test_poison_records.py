@@ -103,3 +103,20 @@ def test_langfuse_quarantines_a_nan_score_where_a_number_is_expected():
     assert [(s.file, s.field, s.reason) for s in batch.skipped] == [
         ("langfuse:scores", "value", "id s2: nan is not a JSON number")
     ]
+
+
+def test_an_observation_with_every_field_the_api_sends_is_read():
+    full = {
+        **obs(1),
+        "level": "DEFAULT",
+        "endTime": "2025-03-01T10:00:02Z",
+        "createdAt": "2025-03-01T10:00:03Z",
+        "usageDetails": {"input": 12, "output": 3},
+        "costDetails": {"total": 0.0001},
+        "latency": 1.5,
+        "modelParameters": {"temperature": 0.2, "stop": ["\n"]},
+        "metadata": {"prompt_variables": {"city": "Paris"}},
+    }
+    api = FakeApi([[full]], [[score(1)]])
+    batch = masked(LangfuseTraceSource(TraceSettings(), api=api)).fetch(None, 10)
+    assert [t.id for t in batch.traces] == ["o1"] and batch.skipped == []
