@@ -33,6 +33,7 @@ from infra.traces.mapping import (
     correction_from_score,
     trace_from_observation,
 )
+from infra.traces.record_shape import check_shape
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 from infra.traces.types import GENERATION, TOOL, TraceRecord
@@ -83,6 +84,7 @@ class LangfuseTraceSource:
         for item in items:
             if getattr(item, "status", "ACTIVE") == "ARCHIVED":
                 continue
+            _check_item(name, item)
             if not isinstance(item.input, dict):
                 raise RecordError(
                     "input",
@@ -380,6 +382,16 @@ def _mapped(
         log.warning("%s record %d: skipped, field %s: %s", where, number, e.field, mask(reason))
         batch.skipped.append(SkippedRecord(where, number, e.field, reason))
         return None
+
+
+def _check_item(dataset: str, item: Any) -> None:
+    """A dataset item within `record_shape`'s limits, before the masking walks it."""
+    try:
+        check_shape(
+            {"input": item.input, "expectedOutput": item.expected_output, "metadata": item.metadata}
+        )
+    except RecordError as e:
+        raise RecordError(e.field, f"dataset {dataset!r} item {item.id}: {e.message}") from None
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

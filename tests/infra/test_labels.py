@@ -238,3 +238,6 @@ def test_a_langfuse_dataset_gives_held_out_examples_and_names_a_bad_item():
     with pytest.raises(RecordError, match="item d3") as refused:
         source.dataset_examples("golden")
     assert refused.value.field == "input"
+    pages[0] = [item(4, {"request": json.loads("[" * 600 + "]" * 600)})]
+    with pytest.raises(RecordError, match="item d4: nested more than 100 levels deep"):
+        source.dataset_examples("golden")
