@@ -142,21 +142,22 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
 
 @stage("collect-traces")
 async def collect_traces(rt: Runtime, run_id: str) -> Collected:
-    """Tonight's traces, and every label to date: the labels made since the last
-    successful night (on traces of any age) join the label store first."""
+    """Tonight's traces, and every label to date: the labels the source gave from the last
+    successful night's newest on, less `traces.label_overlap_hours` for those it listed
+    late or people edited (on traces of any age), join the label store first."""
     cfg, name = rt.settings.traces, rt.settings.traces.annotation_name
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     # a source answers a whole listing at once: the count moves per listing read
     with StageProgress("collect traces", None, "records read") as progress:
         batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
         progress.advance(len(batch.traces) + len(batch.annotations) + len(batch.corrections))
-        have = {t.trace_id for t in batch.traces}
-        fresh = rt.traces.fetch_labels(name, rt.labels.watermark(name), have)
+        have = {t.trace_id for t in batch.traces} | rt.labels.trace_ids()
+        overlap = timedelta(hours=cfg.label_overlap_hours)
+        fresh = rt.traces.fetch_labels(name, rt.labels.read_from(name, overlap), have)
         progress.advance(len(fresh.traces) + len(fresh.annotations))
-    added = rt.labels.add(
-        [a for a in fresh.annotations + batch.annotations if a.name == name],
-        one_record_per_trace(fresh.traces + batch.traces, []),  # kept with its steps
-    )
+    read = [a for a in fresh.annotations + batch.annotations if a.name == name]
+    # each labelled trace kept with its steps
+    added = rt.labels.add(read, one_record_per_trace(fresh.traces + batch.traces, []))
     days = rt.settings.judge.label_window_days
     labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)
     scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
@@ -165,6 +166,7 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     seen = set(collected.skipped)  # a JSONL source reads the same files twice
     collected.skipped += [record for record in fresh.skipped if record not in seen]
     collected.labels_new = added
+    collected.labels_read_to = max((a.timestamp for a in read), default=None)
     collected.labels_answered = len(rt.labels.requested() & {i.id for i in collected.items})
     # Before any stage spends budget, and in this stage so that a resumed night reads a
     # fixed score config again: a scale with no better or worse cannot steer the agent.
@@ -469,8 +471,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
-    # the night succeeded: the next one reads labels made from this one's fetch on
-    rt.labels.set_watermark(rt.settings.traces.annotation_name, collected.window.fetched_at)
+    # the night succeeded: the next one reads labels from its newest on (and an overlap)
+    if collected.labels_read_to is not None:
+        rt.labels.advance_watermark(rt.settings.traces.annotation_name, collected.labels_read_to)
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
     # production's adapter loaded, demoted ones past their grace period unloaded

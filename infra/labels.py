@@ -1,13 +1,16 @@
 """The label store: every human label the flywheel has read, kept in the state folder so
 that the judge learns from all labels to date, not only those on tonight's traces.
 
-One label per annotation (its score id), trace and name: a later edit of it (newer
-timestamp) replaces it, and two people's labels on one trace are both kept, for the
-night to reconcile (`flows.night.collect`). Each label is kept with the trace it is on, so an
-old trace never has to be fetched again.
-The store also keeps, per score name, the watermark of the last successful night (labels
-are read incrementally from there) and which traces active learning asked about, so a
-night can count the requests people answered. sqlite: one file, no server, atomic.
+One label per annotation (its score id), trace and name: an edit of it (a newer update
+time, or the same time and another value or comment) replaces it, a read of it unchanged
+changes nothing, and two people's labels on one trace are both kept, for the night to
+reconcile (`flows.night.collect`). Each label is kept with the trace it is on, so an old
+trace never has to be fetched again.
+The store also keeps, per score name, the watermark of the last successful night: the
+newest label timestamp the source gave (its clock, not this host's). Labels are read
+again from an overlap before it, since a source can list a label after a later one.
+It keeps too which traces active learning asked about, so a night can count the
+requests people answered. sqlite: one file, no server, atomic.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from infra.traces.types import Annotation, TraceRecord
@@ -46,28 +49,42 @@ class LabelStore:
         return sqlite3.connect(self.path)
 
     def add(self, annotations: Iterable[Annotation], traces: Iterable[TraceRecord]) -> int:
-        """Keep each annotation whose trace is given; returns how many were new or newer."""
+        """Keep each annotation whose trace is given or already stored; returns how many
+        were new or edited."""
         by_trace = {t.trace_id: t for t in traces}
         changed = 0
         with closing(self._db()) as db, db:
             for label in annotations:
-                trace = by_trace.get(label.trace_id)
+                given = by_trace.get(label.trace_id)
+                trace = _dump(given) if given else _stored_trace(db, label.trace_id)
                 if trace is None:
                     continue
                 row = db.execute(
-                    "select stamp from labels where trace_id = ? and name = ? "
+                    "select annotation from labels where trace_id = ? and name = ? "
                     "and annotation_id = ?",
                     (label.trace_id, label.name, label.id),
                 ).fetchone()
-                stamp = label.timestamp.isoformat()
-                if row is not None and datetime.fromisoformat(row[0]) >= label.timestamp:
-                    continue  # the stored one is as new or newer
+                stored = _load(Annotation, row[0]) if row else None
+                if stored is not None and (stored == label or _edited(stored) > _edited(label)):
+                    continue  # read again unchanged, or an older read of a later edit
                 db.execute(
                     "insert or replace into labels values (?, ?, ?, ?, ?, ?)",
-                    (label.trace_id, label.name, label.id, stamp, _dump(label), _dump(trace)),
+                    (
+                        label.trace_id,
+                        label.name,
+                        label.id,
+                        label.timestamp.isoformat(),
+                        _dump(label),
+                        trace,
+                    ),
                 )
                 changed += 1
         return changed
+
+    def trace_ids(self) -> set[str]:
+        """The traces the store holds a label on: they need not be fetched again."""
+        with closing(self._db()) as db:
+            return {row[0] for row in db.execute("select distinct trace_id from labels")}
 
     def labels(
         self, name: str, since: datetime | None = None
@@ -82,12 +99,23 @@ class LabelStore:
         return sorted(found, key=lambda pair: (pair[0].timestamp, pair[0].trace_id))
 
     def watermark(self, name: str) -> datetime | None:
-        """When the last successful night read the labels named `name`."""
+        """The newest timestamp of the labels named `name` that a successful night read."""
         with closing(self._db()) as db:
             row = db.execute("select stamp from watermarks where name = ?", (name,)).fetchone()
         return datetime.fromisoformat(row[0]) if row else None
 
-    def set_watermark(self, name: str, moment: datetime) -> None:
+    def read_from(self, name: str, overlap: timedelta) -> datetime | None:
+        """Where tonight's read of the labels named `name` starts: `overlap` before the
+        watermark, for the labels a source listed late or people edited (None: all)."""
+        mark = self.watermark(name)
+        return mark - overlap if mark else None
+
+    def advance_watermark(self, name: str, moment: datetime) -> None:
+        """Move the watermark to `moment`, never back: a night that read only older labels
+        (the overlap) must not widen the next night's read."""
+        mark = self.watermark(name)
+        if mark is not None and mark >= moment:
+            return
         with closing(self._db()) as db, db:
             db.execute(
                 "insert or replace into watermarks values (?, ?)", (name, moment.isoformat())
@@ -123,6 +151,16 @@ def _migrate_one_label_per_trace(db: sqlite3.Connection) -> None:
     db.commit()
 
 
+def _stored_trace(db: sqlite3.Connection, trace_id: str) -> str | None:
+    row = db.execute("select trace from labels where trace_id = ? limit 1", (trace_id,)).fetchone()
+    return row[0] if row else None
+
+
+def _edited(label: Annotation) -> datetime:
+    """When the label was last made or edited, as its source says."""
+    return label.updated_at or label.timestamp
+
+
 def _dump(record: Annotation | TraceRecord) -> str:
     return json.dumps(dataclasses.asdict(record), default=_stamp, sort_keys=True)
 
@@ -135,7 +173,7 @@ def _stamp(value: object) -> str:
 
 def _load(cls: type, text: str):
     fields = json.loads(text)
-    for key in ("timestamp", "start_time"):
+    for key in ("timestamp", "start_time", "updated_at"):
         if key in fields and fields[key] is not None:
             fields[key] = datetime.fromisoformat(fields[key])
     if "tags" in fields:

@@ -17,6 +17,13 @@ from typing import Any
 
 from infra.types import Example
 
+# The names a credential goes by, as a key in text (`password=...`) or in a dict.
+CREDENTIAL_NAMES = (
+    r"(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|api[_-]?key|access[_-]?token"
+    r"|auth[_-]?token|secret[_-]?key)"
+)
+CREDENTIAL_KEY = re.compile(rf"(?i)(?:.*[_-])?{CREDENTIAL_NAMES}")
+
 # (kind, pattern); a pattern's group 1, when it has one, is the part to mask (the rest
 # is context kept readable, such as "Bearer " or "https://"). Order matters: the
 # specific kinds run before the generic ones that would also match them.
@@ -25,7 +32,8 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
         "private_key",
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
     ),
-    ("url_password", r"(?<=://)([^/\s:@]+:[^/\s@]+)(?=@)"),
+    # user:password up to the last @ before the host: a password may hold an @ itself
+    ("url_password", r"(?<=://)([^/\s:@]+:[^/\s]+)(?=@[^/\s@]*(?:[/\s]|$))"),
     (
         "url_secret",
         r"(?i)[?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|sig)=([^&\s#]+)",
@@ -44,6 +52,11 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
     ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}"),
     ("api_key", r"\bsk-[A-Za-z0-9_-]{20,}"),  # OpenAI, Anthropic (sk-ant-), Langfuse (sk-lf-)
+    # password=..., "secret": "...", api_key: ... in free text, whatever the value looks like
+    (
+        "credential",
+        rf"(?i)\b{CREDENTIAL_NAMES}[\"']?\s*[:=]\s*[\"']?(?!\[REDACTED:)([^\s\"'&,;]+)",
+    ),
     ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
     (
         "phone",
@@ -76,14 +89,24 @@ class Redactor:
         return text
 
     def value(self, value: Any) -> Any:
-        """A JSON-like value with every string in it masked (dict keys are left alone)."""
+        """A JSON-like value with every string in it masked, dict keys too (a pasted key
+        can be a secret), and the whole string under a credential's name (`password`)."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {self._key(k): self._field(k, v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(self.value(v) for v in value)
         return value
+
+    def _key(self, key: Any) -> Any:
+        return self.text(key) if isinstance(key, str) else key
+
+    def _field(self, key: Any, value: Any) -> Any:
+        if isinstance(key, str) and isinstance(value, str) and CREDENTIAL_KEY.fullmatch(key):
+            self.counts["credential"] += 1
+            return "[REDACTED:credential]"
+        return self.value(value)
 
     def example(self, example: Example) -> Example:
         """A task instance with its inputs, reference and metadata masked."""

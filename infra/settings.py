@@ -123,6 +123,11 @@ class TraceSettings(Section):
     time). A nightly deployment sets 24."""
     max_traces: int = 1000
     """Traces a night reads at most: the most recent ones."""
+    label_overlap_hours: PositiveInt = 24
+    """Labels are read again from this many hours before the newest one the last night
+    read: Langfuse's read API can list a label minutes after its timestamp, and an edit
+    keeps the timestamp, so an edit made within this many hours of the label is seen too.
+    The label store keeps each annotation once, so the overlap costs a re-read only."""
     trace_name: str | None = None
     """Langfuse: only traces of this name."""
     environment: str | None = None

@@ -13,6 +13,7 @@ from infra.agents import Agent
 from infra.agents.replay import NOT_REPLAYABLE
 from infra.scales import ScoreScale
 from infra.traces import Annotation, RecordError, SkippedRecord, TraceBatch, TraceRecord
+from infra.traces.record_shape import check_shape
 from infra.traces.types import GENERATION, TOOL
 from infra.types import Example
 from judges.labels import agreed_value, labelled_item, night_scale, value_on
@@ -31,6 +32,8 @@ class Collected:
     scale: ScoreScale = ScoreScale("boolean")  # the annotation's, which the judge answers on
     heldout: list[Example] = field(default_factory=list)  # eval.heldout_trace_share's slice
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
+    # the newest label timestamp the source gave tonight (its clock): the next watermark
+    labels_read_to: datetime | None = None
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
     corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply
@@ -278,10 +281,12 @@ def load_heldout(path: Path) -> list[Example]:
             continue
         try:
             row = json.loads(line)
+            if isinstance(row, dict):
+                check_shape(row)  # before the masking walks it
             examples.append(
                 Example(id=str(row["id"]), inputs=row["inputs"], reference=row.get("reference"))
             )
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+        except (ValueError, RecursionError, KeyError, TypeError) as err:
             log.warning("%s:%d: skipped held-out example: %s", path, number, err)
     return examples
 

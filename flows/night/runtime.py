@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.night.collect import load_heldout, window_start
+from flows.night.preflight import check_traces
 from infra.agents import Agent, load_agent
 from infra.agents.contract import check_agent
 from infra.agents.replay import REPLAY, ReplayAgent
@@ -177,32 +178,12 @@ class Runtime:
     def preflight(self) -> None:
         """Fail before the night starts, with one sentence, if the model, the trace source
         or the registry cannot be reached (each raises a UserFacingError), or if there is
-        nothing to learn from: no usable trace in the window, or no human label at all."""
-        self._check_traces()
+        nothing to learn from: no usable trace in a sample of the window, or no human label
+        at all."""
+        check_traces(self.traces, self.settings.traces, self.labels)
         self.registry  # noqa: B018 - opening the store is the check
         self.lm  # noqa: B018 - loading the model (or opening its client) is the check
         self.judge_lm  # noqa: B018 - the same for the judge's own model, when it has one
-
-    def _check_traces(self) -> None:
-        cfg = self.settings.traces
-        since = window_start(cfg.lookback_hours)
-        batch = self.traces.fetch(since=since, limit=1)
-        if not batch.traces:
-            window = f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""
-            why = f"; the first left out: {batch.skipped[0].reason}" if batch.skipped else ""
-            raise UserFacingError(
-                f"The trace source has no usable trace{window}{why}: a night needs traces "
-                "to learn from (check traces.source and traces.lookback_hours)."
-            )
-        name = cfg.annotation_name
-        if not self.labels.labels(name):  # none kept from earlier nights: the source's
-            labels = self.traces.fetch_labels(name, since=None)
-            if not any(a.name == name for a in labels.annotations):
-                raise UserFacingError(
-                    f"No human annotation named {name!r} on any trace: the judge learns "
-                    "from people's labels, so annotate some traces (or set "
-                    "traces.annotation_name to the score your team uses)."
-                )
 
     def heldout_examples(self, trace_slice: list[Example] | None = None) -> list[Example]:
         """The held-out examples: `eval.heldout_path`, else `eval.dataset`, else the night's

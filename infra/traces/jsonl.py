@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from infra.redaction import mask
 from infra.scales import ScoreScale
 from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
@@ -161,7 +162,7 @@ def _configs(path: Path) -> Iterator[dict[str, Any]]:
 
 def _records(path: Path, mapper: Callable[[dict], T], skipped: list[SkippedRecord]) -> Iterator[T]:
     """Each line mapped, or skipped with the reason: bad JSON, bad bytes, a record too
-    big or too deeply nested for any model to be handed it."""
+    big, too deeply nested or holding what no JSON value is (`record_shape`)."""
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
@@ -171,18 +172,35 @@ def _records(path: Path, mapper: Callable[[dict], T], skipped: list[SkippedRecor
                 _skip(skipped, path, number, "<record>", f"{size} is past the {LIMIT} limit")
                 continue
             try:
-                yield mapper(json.loads(raw.decode("utf-8")))
+                record = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
                 reason = f"not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
                 _skip(skipped, path, number, "<encoding>", reason)
+                continue
             except json.JSONDecodeError as e:
                 _skip(skipped, path, number, "<json>", f"not valid JSON ({e.msg})")
+                continue
             except RecursionError:
                 _skip(skipped, path, number, "<json>", "nested too deeply to read")
+                continue
+            except ValueError:  # an integer of more digits than Python converts
+                _skip(skipped, path, number, "<json>", "holds a number too long to read")
+                continue
+            try:
+                mapped = mapper(record)
             except RecordError as e:
-                _skip(skipped, path, number, e.field, e.message)
+                _skip(skipped, path, number, e.field, f"{_named(record)}{e.message}")
+                continue
+            yield mapped
+
+
+def _named(record: Any) -> str:
+    """ "id <id>: " for a record that has one, so a skipped line names its record too."""
+    record_id = record.get("id") if isinstance(record, dict) else None
+    return f"id {record_id}: " if isinstance(record_id, str) and record_id else ""
 
 
 def _skip(skipped: list[SkippedRecord], path: Path, line: int, field: str, reason: str) -> None:
-    log.warning("%s:%d: skipped, field %s: %s", path, line, field, reason)
+    # logged before the batch reaches the masking source, so masked here too
+    log.warning("%s:%d: skipped, field %s: %s", path, line, field, mask(reason))
     skipped.append(SkippedRecord(str(path), line, field, reason))

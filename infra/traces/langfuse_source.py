@@ -22,6 +22,7 @@ import httpx
 import pydantic
 from langfuse.api.core.api_error import ApiError
 
+from infra.redaction import mask
 from infra.scales import ScoreScale
 from infra.settings import TraceSettings
 from infra.traces import langfuse_feedback
@@ -32,6 +33,7 @@ from infra.traces.mapping import (
     correction_from_score,
     trace_from_observation,
 )
+from infra.traces.record_shape import check_shape
 from infra.traces.score_scale import scale_in_force
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 from infra.traces.types import GENERATION, TOOL, TraceRecord
@@ -82,6 +84,7 @@ class LangfuseTraceSource:
         for item in items:
             if getattr(item, "status", "ACTIVE") == "ARCHIVED":
                 continue
+            _check_item(name, item)
             if not isinstance(item.input, dict):
                 raise RecordError(
                     "input",
@@ -372,16 +375,29 @@ def _mapped(
 ) -> Any:
     """The mapped record, or None after noting why it was skipped."""
     try:
-        return mapper(item.dict())  # the SDK models' dict() uses Langfuse's camelCase keys
+        return mapper(_as_dict(item))
     except RecordError as e:
-        record_id = getattr(item, "id", "?")
-        log.warning(
-            "%s record %d (id %s): skipped, field %s: %s",
-            where,
-            number,
-            record_id,
-            e.field,
-            e.message,
-        )
-        batch.skipped.append(SkippedRecord(where, number, e.field, f"id {record_id}: {e.message}"))
+        reason = f"id {getattr(item, 'id', '?')}: {e.message}"
+        # logged before the batch reaches the masking source, so masked here too
+        log.warning("%s record %d: skipped, field %s: %s", where, number, e.field, mask(reason))
+        batch.skipped.append(SkippedRecord(where, number, e.field, reason))
         return None
+
+
+def _check_item(dataset: str, item: Any) -> None:
+    """A dataset item within `record_shape`'s limits, before the masking walks it."""
+    try:
+        check_shape(
+            {"input": item.input, "expectedOutput": item.expected_output, "metadata": item.metadata}
+        )
+    except RecordError as e:
+        raise RecordError(e.field, f"dataset {dataset!r} item {item.id}: {e.message}") from None
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    """The SDK model as a dict in Langfuse's camelCase keys; `dict()` recurses once per
+    level of nesting, so a record nested past Python's limit is quarantined here."""
+    try:
+        return item.dict()
+    except RecursionError:
+        raise RecordError("<record>", "nested too deeply to read") from None

@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from infra.traces.errors import RecordError
+from infra.traces.errors import RecordError, described
+from infra.traces.record_shape import check_shape
 from infra.traces.types import GENERATION, Annotation, Correction, TraceRecord
 
 if TYPE_CHECKING:
@@ -24,11 +25,10 @@ _SOURCES = ("ANNOTATION", "API", "EVAL")
 
 def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
     """Map one Langfuse observation (v2 API shape, camelCase keys) to a TraceRecord."""
-    if not isinstance(obs, dict):
-        raise RecordError("<record>", f"expected a JSON object, got {type(obs).__name__}")
+    _check_record(obs)
     version = obs.get("promptVersion")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise RecordError("promptVersion", f"expected an integer, got {version!r}")
+        raise RecordError("promptVersion", f"expected an integer, got {described(version)}")
     tags = obs.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise RecordError("tags", "expected a list of strings")
@@ -53,8 +53,7 @@ def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
 
 def annotation_from_score(score: dict[str, Any]) -> Annotation:
     """Map one Langfuse score (v3 API or flat export shape) to an Annotation."""
-    if not isinstance(score, dict):
-        raise RecordError("<record>", f"expected a JSON object, got {type(score).__name__}")
+    _check_record(score)
     data_type = _choice(score, "dataType", _DATA_TYPES)
     trace_id, observation_id = _subject(score)
     stamp_key = "timestamp" if score.get("timestamp") is not None else "createdAt"
@@ -69,6 +68,7 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
         observation_id=observation_id,
         comment=_optional_str(score, "comment"),
         metadata=_optional_dict(score, "metadata"),
+        updated_at=_datetime(score, "updatedAt") if score.get("updatedAt") is not None else None,
     )
 
 
@@ -79,6 +79,7 @@ def is_correction(score: Any) -> bool:
 def correction_from_score(score: dict[str, Any]) -> Correction:
     """Map one Langfuse corrected output (a CORRECTION score: the text in `value` in the
     v3 API, in `stringValue` in the flat shape) to a Correction."""
+    _check_record(score)
     trace_id, observation_id = _subject(score)
     text = score.get("stringValue") if isinstance(score.get("stringValue"), str) else None
     text = text if text is not None else score.get("value")
@@ -136,7 +137,7 @@ def _subject(score: dict[str, Any]) -> tuple[str, str | None]:
     if kind == "observation":
         trace_id = _required_str(subject, "traceId", "subject.traceId")
         return trace_id, _required_str(subject, "id", "subject.id")
-    raise RecordError("subject.kind", f"{kind!r} is not a trace or an observation")
+    raise RecordError("subject.kind", f"{described(kind)} is not a trace or an observation")
 
 
 def _value(score: dict[str, Any], data_type: str) -> float | str:
@@ -152,9 +153,9 @@ def _value(score: dict[str, Any], data_type: str) -> float | str:
     if data_type == "BOOLEAN" and value is None and label in ("True", "False"):
         return 1.0 if label == "True" else 0.0
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RecordError("value", f"a {data_type} score needs a number, got {value!r}")
+        raise RecordError("value", f"a {data_type} score needs a number, got {described(value)}")
     if data_type == "BOOLEAN" and value not in (0, 1):
-        raise RecordError("value", f"a BOOLEAN score is 0 or 1, got {value!r}")
+        raise RecordError("value", f"a BOOLEAN score is 0 or 1, got {described(value)}")
     return float(value)
 
 
@@ -163,14 +164,14 @@ def _required_str(record: dict[str, Any], key: str, name: str | None = None) -> 
     if value is None:
         raise RecordError(name or key, "missing")
     if not isinstance(value, str) or not value:
-        raise RecordError(name or key, f"expected a non-empty string, got {value!r}")
+        raise RecordError(name or key, f"expected a non-empty string, got {described(value)}")
     return value
 
 
 def _optional_str(record: dict[str, Any], key: str) -> str | None:
     value = record.get(key)
     if value is not None and not isinstance(value, str):
-        raise RecordError(key, f"expected a string, got {value!r}")
+        raise RecordError(key, f"expected a string, got {described(value)}")
     return value
 
 
@@ -186,7 +187,7 @@ def _optional_dict(record: dict[str, Any], key: str) -> dict[str, Any]:
 def _choice(record: dict[str, Any], key: str, allowed: tuple[str, ...]) -> Any:
     value = _required_str(record, key)
     if value not in allowed:
-        raise RecordError(key, f"{value!r} is not one of {', '.join(allowed)}")
+        raise RecordError(key, f"{described(value)} is not one of {', '.join(allowed)}")
     return str(value)  # the SDK's StrEnum members become plain strings
 
 
@@ -198,8 +199,15 @@ def _datetime(record: dict[str, Any], key: str) -> datetime:
         try:
             value = datetime.fromisoformat(value)
         except ValueError:
-            raise RecordError(key, f"not an ISO 8601 time: {value!r}") from None
+            raise RecordError(key, f"{described(value)} is not an ISO 8601 time") from None
     if not isinstance(value, datetime):
-        raise RecordError(key, f"expected an ISO 8601 time, got {value!r}")
+        raise RecordError(key, f"expected an ISO 8601 time, got {described(value)}")
     # Langfuse times are UTC; a naive one from a hand-made export is read as UTC too.
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _check_record(record: Any) -> None:
+    """A JSON object within `record_shape`'s limits, before anything reads into it."""
+    if not isinstance(record, dict):
+        raise RecordError("<record>", f"expected a JSON object, got {type(record).__name__}")
+    check_shape(record)

@@ -102,6 +102,8 @@ class Annotation:
     observation_id: str | None = None
     comment: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+    # Langfuse's updatedAt: an edit in its UI moves it and keeps `timestamp`
+    updated_at: datetime | None = None
 
     @property
     def is_human(self) -> bool:

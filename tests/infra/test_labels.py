@@ -49,7 +49,8 @@ def test_the_store_keeps_each_persons_label_per_trace_the_latest_edit_winning(tm
     assert store.add([label("a", 1.0, later, by="other")], [trace("a")]) == 1  # a second person
     assert sorted(a.value for a, _ in store.labels("correct") if a.trace_id == "a") == [0.0, 1.0]
     assert reopened.watermark("correct") is None
-    reopened.set_watermark("correct", later)
+    reopened.advance_watermark("correct", later)
+    reopened.advance_watermark("correct", DAY1)  # never back
     reopened.mark_requested(["b", "c"], later)
     assert store.watermark("correct") == later and store.requested() == {"b", "c"}
 
@@ -98,6 +99,8 @@ def export(folder, traces: list[TraceRecord], labels: list[Annotation]):
             "dataType": a.data_type,
             "source": a.source,
             "timestamp": a.timestamp.isoformat(),
+            "comment": a.comment,
+            "updatedAt": a.updated_at.isoformat() if a.updated_at else None,
         }
         for a in labels
     ]
@@ -192,7 +195,7 @@ async def test_a_label_added_after_a_night_on_an_old_trace_is_used_by_the_next(t
     night1 = await collect_traces.fn(rt, "n1")
     assert {i.id for i in night1.items} == {"t0", "t1", "t2", "t3"}
     assert night1.labels_new == 4
-    rt.labels.set_watermark("correct", night1.window.fetched_at)  # the night succeeded
+    rt.labels.advance_watermark("correct", night1.labels_read_to)  # the night succeeded
 
     # a person labels the five-day-old trace after night 1 (active learning asked for it)
     rt.labels.mark_requested(["old"], now)
@@ -235,3 +238,6 @@ def test_a_langfuse_dataset_gives_held_out_examples_and_names_a_bad_item():
     with pytest.raises(RecordError, match="item d3") as refused:
         source.dataset_examples("golden")
     assert refused.value.field == "input"
+    pages[0] = [item(4, {"request": json.loads("[" * 600 + "]" * 600)})]
+    with pytest.raises(RecordError, match="item d4: nested more than 100 levels deep"):
+        source.dataset_examples("golden")

@@ -78,8 +78,11 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
 
 def test_heldout_file_skips_bad_lines(tmp_path):
     path = tmp_path / "heldout.jsonl"
+    deep = '{"id": 3, "inputs": {"request": %s}}' % ("[" * 600 + "]" * 600)
+    deeper = '{"id": 4, "inputs": %s}' % ("[" * 10_000 + "]" * 10_000)
     path.write_text(
         '{"id": 1, "inputs": {"request": "x"}, "reference": "GetWeather"}\nnot json\n{"id": 2}\n'
+        f"{deep}\n{deeper}\n"
     )
     examples = load_heldout(path)
     assert [(e.id, e.reference) for e in examples] == [("1", "GetWeather")]
