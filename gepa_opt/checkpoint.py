@@ -5,8 +5,9 @@ The engine saves when a group starts and when a proposal ends. Its position is t
 sampler's queue, the stop rules' counters, the journal's length at the save and the
 groups in flight (parent, minibatch, each child's iteration and components), so a
 resumed run finishes those groups instead of abandoning what they paid for. Calls the
-journal logged after the save count against the budget (those in flight at the kill
-too), answered ones fill the cache, and reflections wait for the proposals they belong to.
+journal logged as sent after the save count against the budget (those in flight at the
+kill too, asked again under that charge), answered ones fill the cache, and reflections
+wait for the proposals they belong to.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gepa_opt.budget import Budget
-from gepa_opt.cache import EvaluationCache
+from gepa_opt.cache import CacheKey, EvaluationCache
 from gepa_opt.group import Draw, Plan
 from gepa_opt.journal import CallJournal
 from gepa_opt.persistence import RunStore
@@ -156,16 +157,16 @@ def load_run(store: RunStore, seed: Candidate) -> Saved | None:
 
 def replay_journal(
     journal: CallJournal, offset: int, budget: Budget, cache: EvaluationCache
-) -> dict[tuple[int, str], str]:
+) -> Resumed:
     """Apply the calls the journal logged from `offset` on to the budget and cache; return
-    the texts proposed among them (reflections and demonstrations), by (iteration,
-    component)."""
+    the texts proposed among them and the pairs paid for but never answered."""
     replayed = journal.replay(offset)
     budget.metric_calls_used += replayed.paid
     budget.reflection_calls += len(replayed.reflections)  # made before the kill
     for key, evaluation in replayed.results.items():
         cache.put(*key, evaluation)
-    return replayed.reflections | replayed.demonstrations
+    texts = replayed.reflections | replayed.demonstrations
+    return Resumed(None, texts, replayed.unanswered, [])
 
 
 @dataclass
@@ -177,6 +178,8 @@ class Resumed:
     before the seed's valset pass was saved had paid for it)."""
     journaled: dict[tuple[int, str], str]
     """The texts proposed after the save, by (iteration, component): `replay_journal`."""
+    unanswered: set[CacheKey]
+    """Pairs whose calls were in flight at a kill: charged, and asked again for free."""
     groups: list[ResumedGroup]
 
 
@@ -222,7 +225,7 @@ class Checkpoints:
         resume takes the budget limits of `budget` (it may extend them)."""
         saved = load_run(self.store, seed)
         if saved is None:
-            return Resumed(None, replay_journal(self.journal, 0, budget, cache), [])
+            return replay_journal(self.journal, 0, budget, cache)
         position = saved.position
         saved.budget.max_metric_calls = budget.max_metric_calls
         saved.budget.max_reflection_calls = budget.max_reflection_calls
@@ -231,5 +234,6 @@ class Checkpoints:
         self.sampler.queue = position.sampler_queue
         self.progress.best_score = position.best_score
         self.progress.since_improvement = position.since_improvement
-        journaled = replay_journal(self.journal, position.journal_offset, saved.budget, saved.cache)
-        return Resumed(saved, journaled, resumed_groups(position, saved.state, train_by_id))
+        replayed = replay_journal(self.journal, position.journal_offset, saved.budget, saved.cache)
+        groups = resumed_groups(position, saved.state, train_by_id)
+        return Resumed(saved, replayed.journaled, replayed.unanswered, groups)

@@ -173,10 +173,12 @@ class GEPAConfig:
     run_dir: str | None = None
     """Where the run state is saved when a group starts and when a proposal ends (JSON plus
     content-addressed texts, written atomically), beside a journal of every metric call
-    (logged before it is paid) and reflection (`journal.py`). If it already holds a state,
-    the run resumes from both: same pool, budget, cache and RNG streams, the groups that
-    were in flight finished under their own numbers, and the calls paid in all, by every
-    process of the run, never above `max_metric_calls`."""
+    (logged as it is sent) and reflection (`journal.py`). If it already holds a state,
+    or only a journal, the run resumes from them: same pool, budget, cache and RNG
+    streams, the groups that were in flight finished under their own numbers, and the
+    pairs paid in all, by every process of the run, never above `max_metric_calls`. A
+    call in flight at a kill counts (it was made) and is asked again at no second charge,
+    so a budget that fit the fresh run fits every resume of it."""
 
     max_reflection_calls: int | None = None
     """Reflection-LM calls at most (None: no limit but the metric budget). A group starts

@@ -28,7 +28,7 @@ from typing import Generic
 from gepa_opt.admission import Admission
 from gepa_opt.announcer import Announcer
 from gepa_opt.budget import Budget, Reservation
-from gepa_opt.cache import EvaluationCache, Split
+from gepa_opt.cache import CacheKey, EvaluationCache, Split
 from gepa_opt.checkpoint import Checkpoints, ResumedGroup
 from gepa_opt.components import make_component_selector
 from gepa_opt.config import GEPAConfig
@@ -157,6 +157,7 @@ class GEPAEngine(Generic[DataInst]):
         )
         self._cache = EvaluationCache()
         self._journaled: dict[tuple[int, str], str] = {}  # texts of proposals to resume
+        self._unanswered: set[CacheKey] = set()  # paid for by a killed process, unanswered
         self._resumed: list[ResumedGroup] = []
 
     @property
@@ -199,7 +200,7 @@ class GEPAEngine(Generic[DataInst]):
         if self._checkpoints is None:
             return False
         resumed = self._checkpoints.resume(self._seed, self._budget, self._cache, dict(self._train))
-        self._journaled = resumed.journaled
+        self._journaled, self._unanswered = resumed.journaled, resumed.unanswered
         if resumed.saved is None:
             return False
         saved = resumed.saved
@@ -214,8 +215,9 @@ class GEPAEngine(Generic[DataInst]):
         journal = None if self._checkpoints is None else self._checkpoints.journal
         announcer = self._announcer = Announcer(self._events, budget)
         evaluator = Evaluator(
-            self._adapter, self._cache, self._workers, journal, config.call_attempts
-        )
+            self._adapter, self._cache, self._workers, journal, config.call_attempts,
+            self._unanswered,
+        )  # fmt: skip
         calls = self._calls = MetricCalls(evaluator, budget, announcer, self._val)
         round_robin = RoundRobin(state, self._components)
         pool = self._pool = Pool(state, config, [i for i, _ in self._val], round_robin)
@@ -249,13 +251,17 @@ class GEPAEngine(Generic[DataInst]):
     def _start_seed(self) -> asyncio.Task[list[ProposalRecord]]:
         """Lines 2-3 of Algorithm 1, run beside the first groups: while the pool is empty
         they can only draw the seed, so they start at once and wait for its index only to
-        join the pool (as a group continued from a winner waits for its parent's)."""
-        if not self._budget.fits(len(self._val)):
+        join the pool (as a group continued from a winner waits for its parent's). A run
+        killed before its first save pays only for the seed's pairs it never sent."""
+        need = self._calls.missing(self._seed, Split.VAL, self._val)
+        if not self._budget.fits(need):
+            used = self._budget.metric_calls_used
+            spent = f", {used} calls already made before a kill" if used else ""
             raise ValueError(
                 f"GEPAConfig.max_metric_calls={self._budget.max_metric_calls} cannot cover "
-                f"the seed's valset evaluation ({len(self._val)} examples)"
+                f"the seed's valset evaluation ({len(self._val)} examples{spent})"
             )
-        reservation = self._budget.reserve(len(self._val))  # before any group's
+        reservation = self._budget.reserve(need)  # before any group's
         return asyncio.create_task(self._add_seed(reservation))
 
     async def _add_seed(self, reservation: Reservation) -> list[ProposalRecord]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Generic
 
 from gepa_opt.budget import Reservation
@@ -26,7 +26,9 @@ Example = tuple[ExampleId, DataInst]
 
 
 class Evaluator(Generic[DataInst]):
-    """Pays only for cache misses, each charged to the caller's reservation before it runs.
+    """Pays only for cache misses, each charged to the caller's reservation when its call
+    is sent (its worker slot granted), and journaled as paid right then: a call waiting
+    for a slot at a kill was never made, one in flight was.
 
     Each uncached example is one adapter call holding one worker slot, so concurrent
     proposals share the pool example by example. A pair another proposal is computing
@@ -35,6 +37,10 @@ class Evaluator(Generic[DataInst]):
     A call that raises `CallFailed` is tried again, up to `attempts` tries in all; an
     example that fails every one gives its charge back and makes `evaluate` raise
     `CallFailed` naming it, once the batch's other examples are done (and cached).
+
+    A pair is charged once. One charged but never answered (`unanswered`: in flight when
+    a run was killed, or cancelled) is asked again under that charge, and keeps it if it
+    fails: the call that was lost was made.
 
     Train-split evaluations always capture traces: any cached train pair can then seed a
     later reflection (a parent re-evaluated on a minibatch it already saw costs nothing),
@@ -48,6 +54,7 @@ class Evaluator(Generic[DataInst]):
         workers: WorkerPool,
         journal: CallJournal | None = None,
         attempts: int = 1,
+        unanswered: Iterable[CacheKey] = (),
     ):
         self._adapter = adapter
         self._attempts = attempts
@@ -56,6 +63,7 @@ class Evaluator(Generic[DataInst]):
         self.journal = journal
         """Where each paid call and each answer is logged (`journal.py`); None: nowhere."""
         self._in_flight: dict[CacheKey, asyncio.Future[None]] = {}
+        self._unanswered = set(unanswered)  # charged, no answer yet: paid for already
 
     @property
     def cache(self) -> EvaluationCache:
@@ -65,7 +73,16 @@ class Evaluator(Generic[DataInst]):
         """Metric calls an evaluation of these examples could cost now (at most)."""
         digest = candidate_digest(candidate)
         traced = split is Split.TRAIN
-        return sum(not self._usable(self._cache.get(digest, split, i), traced) for i, _ in examples)
+        return sum(
+            not self._usable(self._cache.get(digest, split, i), traced)
+            and not self._prepaid((digest, split, i))
+            for i, _ in examples
+        )
+
+    def _prepaid(self, key: CacheKey) -> bool:
+        """Charged and lost: asking it costs nothing more. One in flight now is counted as
+        a cost all the same, since a call that fails for good gives its charge back."""
+        return key in self._unanswered and key not in self._in_flight
 
     @staticmethod
     def _usable(hit: CachedEvaluation | None, traced: bool) -> bool:
@@ -95,16 +112,14 @@ class Evaluator(Generic[DataInst]):
                 theirs[key] = self._in_flight[key]
             else:
                 mine.setdefault(key, example)
-        reservation.charge(len(mine))
-        if self.journal is not None:  # before any of them is paid: a kill cannot hide one
-            self.journal.paid(list(mine))
+        charged: set[CacheKey] = set()  # by this evaluation, as its calls are sent
         loop = asyncio.get_running_loop()
         for key in mine:
             self._in_flight[key] = loop.create_future()
         try:
             answered = await asyncio.gather(
                 *(
-                    self._run_one(candidate, key, x, traced, priority, reservation)
+                    self._run_one(candidate, key, x, traced, priority, reservation, charged)
                     for key, x in mine.items()
                 )
             )
@@ -115,8 +130,6 @@ class Evaluator(Generic[DataInst]):
                     future.set_exception(CallFailed(f"evaluation of {key[1]} {key[2]} failed"))
                     future.exception()  # retrieved: only the waiters need it
         failed = [key for key, ok in zip(mine, answered, strict=True) if not ok]
-        reservation.refund(len(failed))  # no result: no charge
-        charged = len(mine) - len(failed)
         outcomes = await asyncio.gather(*theirs.values(), return_exceptions=True)
         for key, outcome in zip(theirs, outcomes, strict=True):
             if isinstance(outcome, CallFailed):
@@ -136,7 +149,7 @@ class Evaluator(Generic[DataInst]):
             if with_objectives
             else None,
         )
-        return batch, charged
+        return batch, len(charged)
 
     async def _run_one(
         self,
@@ -146,20 +159,25 @@ class Evaluator(Generic[DataInst]):
         traced: bool,
         priority: Priority,
         reservation: Reservation,
+        charged: set[CacheKey],
     ) -> bool:
         """Run one example, tried again while it raises `CallFailed`; False if every try
         did (`evaluate` then fails its waiters too)."""
         for _ in range(self._attempts):
             try:
                 result = await self._workers.run(
-                    self._adapter.evaluate([example], candidate, capture_traces=traced), priority
+                    self._send(candidate, key, example, traced, reservation, charged), priority
                 )
                 break
             except CallFailed:
                 reservation.budget.failed_calls += 1
         else:
-            if self.journal is not None:
-                self.journal.failed(key)
+            if key in charged:  # no result: no charge (a lost call's charge stands)
+                charged.remove(key)
+                self._unanswered.discard(key)
+                reservation.refund(1)
+                if self.journal is not None:
+                    self.journal.failed(key)
             return False
         _check(result, 1, traced)
         trajectory = result.trajectories[0] if traced else None
@@ -170,12 +188,32 @@ class Evaluator(Generic[DataInst]):
             result.outputs[0], float(result.scores[0]), trajectory, objectives
         )
         self._cache.put(*key, evaluation)
+        self._unanswered.discard(key)
         if self.journal is not None:
             self.journal.done(key, evaluation)
         future = self._in_flight.get(key)
         if future is not None and not future.done():  # done: a sibling failed first
             future.set_result(None)
         return True
+
+    async def _send(
+        self,
+        candidate: Candidate,
+        key: CacheKey,
+        example: DataInst,
+        traced: bool,
+        reservation: Reservation,
+        charged: set[CacheKey],
+    ) -> EvaluationBatch:
+        """One try, run once its worker slot is granted: only now is the call made, so
+        only now is it charged and journaled (a kill from here on cannot hide it)."""
+        if key not in self._unanswered:
+            reservation.charge(1)
+            charged.add(key)
+            self._unanswered.add(key)
+            if self.journal is not None:
+                self.journal.paid([key])
+        return await self._adapter.evaluate([example], candidate, capture_traces=traced)
 
 
 def _check(result: EvaluationBatch, expected: int, traced: bool) -> None:

@@ -260,8 +260,8 @@ async def test_a_prompt_stage_killed_midway_resumes_from_its_gepa_state(rt, tmp_
             m[0]["role"] == "system" and DATA_NOTE not in m[0]["content"] for m in rt.lm.calls
         )
 
-    def stop_midway(event) -> None:  # counted at the model: the budget counts a call
-        if agent_calls() >= 20:  # when it is queued, before a slot runs it
+    def stop_midway(event) -> None:  # counted at the model, as the budget counts a call:
+        if agent_calls() >= 20:  # when it is sent
             raise Interrupted
 
     folder = tmp_path / "gepa-prompts"
