@@ -66,9 +66,10 @@ def status_lines(registry: Registry, settings: Settings, nights: int = 5) -> lis
 def render(data: dict[str, Any]) -> list[str]:
     """`status_data` for people."""
     model = data["model"]
-    out = [f"Production: {_shown(model, data['production'])}"]
+    out = []
     if finished := data["finished"]:
-        out.insert(0, f"Finished a move a cut command left under way: {finished}")
+        out.append(f"Finished a move a cut command left under way: {finished}")
+    out.append(f"Production: {_shown(model, data['production'])}")
     out.append(f"Judge: {version_label(data['judge']) or 'none at ' + JUDGE_PRODUCTION}")
     if (candidate := data["candidate"]) is not None:
         gate = candidate["gate_reason"] or "no gate decision recorded"

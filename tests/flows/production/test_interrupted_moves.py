@@ -10,6 +10,7 @@ import pytest
 from langfuse import Langfuse
 
 from flows import nightly
+from flows.cli import main
 from flows.night.clock import StageClock
 from flows.night.runtime import Runtime
 from flows.production import serving
@@ -20,6 +21,7 @@ from flows.production.promotion import (
     PRODUCTION,
     history,
     publish_managed,
+    rollback_target,
 )
 from flows.report.status import render, status_data
 from infra.registry.mlflow_registry import Registry
@@ -187,3 +189,21 @@ def test_a_rollback_cut_and_asked_again_goes_back_one_version_not_two(tmp_path, 
         assert production(registry, hub) == (v2, "instructions of n2", "instructions of n2")
         assert json.loads(registry.model_tag(MODEL, HISTORY_TAG))[-1]["by"] == "bob"
         assert rollback(registry, hub).version == v1  # and the one before is still known
+
+
+def test_flywheel_status_finishes_a_cut_promotion_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    registry = Registry(Settings().mlflow)
+    v1 = night(registry, "n1", gain_over(None, 12))
+    promote(registry, v1, None)
+    v2 = night(registry, "n2", gain_over(v1, 12))
+    is_production = lambda a: a[2] == PRODUCTION  # noqa: E731
+    with cut_at(monkeypatch, Registry, "set_model_alias", is_production), pytest.raises(Cut):
+        promote(registry, v2, None)
+
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Finished a move a cut command left under way: promoted v{v2}")
+    assert f"Production: agent v{v2}" in out
+    assert registry.get_alias(MODEL, PRODUCTION) == v2
+    assert rollback_target(registry, MODEL) == v1
