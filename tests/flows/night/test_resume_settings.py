@@ -5,6 +5,7 @@ in one sentence before any stage runs."""
 import asyncio
 from dataclasses import replace
 from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
@@ -34,11 +35,14 @@ def test_a_resume_with_a_longer_timeout_registers_the_whole_night(tmp_path):
 
     longer = Settings(state_dir=tmp_path / "state", lm=LMSettings(timeout_s=120.0))
     resumed = Runtime(longer, registry=registry)
+    record_failed_night(resumed, "n1", StageClock(), {}, RuntimeError("it went away again"))
     registered = register_versions(resumed, "n1", replace(report(0.5), promotion=PASSED))
 
     run = registry.client.get_run(registered.mlflow_run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params["lm.timeout_s"] == "60.0"  # what its first stages ran with
+    error = registry.client.download_artifacts(run.info.run_id, "error.txt", str(tmp_path))
+    assert "it went away again" in Path(error).read_text()  # the resumed failure, recorded
     assert run.data.tags["flywheel.resumed_with.lm.timeout_s"] == "120.0"
     name = registry.prompt_name("instructions")
     assert registry.prompt_version_at_alias(name, CANDIDATE).version == 1
