@@ -114,14 +114,22 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_environment(settings.state_dir)
-    from flows.production.serving import make_serving, serving_lines, serving_state
+    from flows.production.moves import production_hub
+    from flows.production.serving import (
+        finish_interrupted,
+        make_serving,
+        serving_lines,
+        serving_state,
+    )
     from flows.report.status import render, status_data
     from infra.registry.mlflow_registry import Registry
 
     registry = Registry(settings.mlflow)
-    data = status_data(registry, settings)
     served = make_serving(settings)
     model = settings.registry.model_name
+    # production as a cut move meant it, before it is shown
+    finished = asyncio.run(finish_interrupted(served, registry, model, production_hub(settings)))
+    data = status_data(registry, settings, finished=finished)
     if args.json:  # for scripts and dashboards: the same facts, with the server's
         if served is not None:
             data["serving"] = asyncio.run(serving_state(served, registry, model))

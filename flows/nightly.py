@@ -38,6 +38,7 @@ from flows.night.collect import (
 from flows.night.failed_night import record_failed_night
 from flows.night.fast_slow import NightState, split_heldout
 from flows.night.label_targets import commented, teacher_corrections
+from flows.night.night_settings import night_settings
 from flows.night.registration import log_feedback, production_prompts, register_versions
 from flows.night.retention import expire
 from flows.night.runtime import Runtime
@@ -397,6 +398,8 @@ async def nightly(
     (None: built from the settings, which also give the models and services)."""
     rt = runtime or Runtime(Settings())
     rt = rt.with_knobs(knobs) if knobs is not None else rt
+    # before any stage: a resume must not mix results of two settings in one night
+    night_settings(rt.run_dir(run_id), rt.settings)
     clock = StageClock(check=lambda stage: _check_failed_calls(rt, stage))
     try:
         return await _night(rt, run_id, clock)
@@ -411,6 +414,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     if (days := rt.settings.state.retention_days) is not None:
         results = Path(get_current_settings().results.local_storage_path)
         expire(rt.settings.state_dir, results, days)
+    # production as a cut move meant it, before the night reads it as its baseline
+    model, where = rt.settings.registry.model_name, serving.make_serving(rt.settings)
+    await serving.finish_interrupted(where, rt.registry, model, rt.prompt_hub)
     production = await _retrying(rt, read_production)(rt, run_id)
     collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
     watch = await clock.time("judge_watch", watch_judge_in_use(rt, run_id, collected))

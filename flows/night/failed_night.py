@@ -9,6 +9,7 @@ import logging
 from flows.night.calls import call_metrics
 from flows.night.clock import StageClock
 from flows.night.collect import Collected, summarize
+from flows.night.night_settings import night_settings
 from flows.night.runtime import Runtime
 from flows.night.stages import Evaluation, PromptStage
 from flows.report.history import NIGHT_PREFIX
@@ -22,7 +23,6 @@ from flows.report.night_report import (
 )
 from infra.lm import StageCalls
 from infra.redaction import mask
-from infra.registry.mlflow_registry import safe_params
 from judges.align import Alignment
 from weights.round import LoraRound
 
@@ -64,7 +64,9 @@ def record_failed_night(
     try:
         registry = rt.registry
         with registry.start_or_resume_run(NIGHT_PREFIX + run_id, tags):
-            registry.log_params(safe_params(rt.settings))
+            logged = night_settings(rt.run_dir(run_id), rt.settings)  # as first started
+            registry.log_params(logged.params)
+            registry.set_tags(logged.tags())
             registry.log_metrics(measured(clock, calls))
             registry.log_text(mask(f"{type(error).__name__}: {error}"), "error.txt")
             raise _EndFailed

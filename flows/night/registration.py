@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from flows.night.calls import call_metrics
+from flows.night.night_settings import night_settings
 from flows.night.runtime import Runtime
 from flows.night.training_runs import log_training_runs, training_runs
 from flows.production.promotion import (
@@ -31,7 +32,7 @@ from flows.report.night_report import CANDIDATE, NightReport, Registered
 from flows.report.pictures.gepa import curves_figure
 from flows.report.summary import render_markdown
 from infra.redaction import mask
-from infra.registry.mlflow_registry import Registry, safe_params
+from infra.registry.mlflow_registry import Registry
 
 
 def production_prompts(registry: Registry, components: list[str]) -> dict[str, str] | None:
@@ -110,7 +111,9 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
     tags = {"flywheel.run_id": run_id}
     with registry.start_or_resume_run(NIGHT_PREFIX + run_id, tags) as run:
         resumed = bool(run.data.metrics)  # a killed night's run: its curves are logged
-        registry.log_params(safe_params(settings))
+        logged = night_settings(rt.run_dir(run_id), settings)  # as first started
+        registry.log_params(logged.params)
+        registry.set_tags(logged.tags())
         # the judge's version tags, and which judge the night ran on
         registry.log_params(
             gate.tags

@@ -16,6 +16,12 @@ from infra.settings import Settings
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 
 
+def production_hub(settings: Settings) -> PromptHub | None:
+    """The hub whose production labels move with production (None: no prompt of the agent
+    lives in Langfuse)."""
+    return make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+
+
 async def recorded(
     move: promotion.Move,
     registry: Registry,
@@ -45,7 +51,7 @@ async def promote_flow(version: int | None, by: str) -> promotion.Move:
     its server answers it."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+    hub = production_hub(settings)
     registry = Registry(settings.mlflow)
     move = await serving.promote(
         serving.make_serving(settings),
@@ -65,7 +71,7 @@ async def rollback_flow(by: str) -> promotion.Move:
     """Move production back to the version before it."""
     settings = Settings()
     model = settings.registry.model_name
-    hub = make_prompt_hub(settings.traces, () if settings.agent == REPLAY else None)
+    hub = production_hub(settings)
     served, registry = serving.make_serving(settings), Registry(settings.mlflow)
     move = await serving.rollback(served, registry, model, by, hub)
     return await recorded(move, registry, model, hub)

@@ -8,6 +8,12 @@ then against the wrong version. Every decision is recorded as tags on the model 
 an MLflow run of its own, and (from the flows in `flows.production.moves`) a Prefect artifact; the
 production history is a tag of the registered model. Promoting the version already in
 production changes nothing.
+
+A move is a transaction: its intent is written first (a tag of the registered model), then
+the aliases move, then the history records it and the intent is cleared. A command cut
+anywhere in between leaves the intent, and the next command that reads or moves production
+finishes it (`finish_interrupted`), so the aliases always agree and `rollback` always
+knows the version before.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from infra.traces.prompt_hub import PromptHub
 PRODUCTION = "production"
 EVIDENCE_FILE = "promotion/evidence.json"
 HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
+PENDING_TAG = "flywheel.production_pending"  # JSON of the move under way, until it is recorded
+MOVED = ("promoted", "rolled back")  # the actions that move production (and its history)
 PROMPTS_TAG = "flywheel.prompt_versions"  # on a model version: registered prompt -> version
 ADAPTER_TAG = "flywheel.with_adapter"  # on a model version: "true" when it holds an adapter
 MANAGED_TAG = "flywheel.managed_prompt_versions"  # on a model version: the hub's versions
@@ -121,10 +129,9 @@ def carry_out(
 ) -> Move:
     """Point production (prompts, the hub's labels, the model) at an approved version;
     `served`: the model name its server answers to, for prompts the hub must publish."""
-    _point_production(registry, model, approved.version, approved.tags, hub, served)
     a = approved
     move = Move("promoted", a.version, a.previous, a.decision.reason, a.by, a.at)
-    _record(registry, model, move, a.decision)
+    _move_production(registry, model, move, a.decision, hub, served)
     return move
 
 
@@ -157,10 +164,24 @@ def rollback(
     target = rollback_target(registry, model)
     if target is None:
         return Move("unchanged", current, current, "no earlier production version", by, now)
-    info = registry.model_version(model, target)
-    _point_production(registry, model, target, info.tags if info else {}, hub, served)
     move = Move("rolled back", target, current, f"back from v{current}", by, now)
-    _record(registry, model, move, None)
+    _move_production(registry, model, move, None, hub, served)
+    return move
+
+
+def finish_interrupted(registry: Registry, model: str, hub: PromptHub | None = None) -> Move | None:
+    """The move a cut command left under way, finished; None: none was. Finished, not
+    reverted: its gate passed (or a person asked for the rollback) and its server answered
+    it before the intent was written, agents may read its prompts already (they move
+    first), and every step of a move is safe to do again, while undoing one would need
+    what each alias held before it."""
+    raw = registry.model_tag(model, PENDING_TAG)
+    if not raw:
+        return None
+    pending = json.loads(raw)
+    move, gate = Move(**pending["move"]), pending["decision"]
+    decision = PromotionDecision(**gate) if gate else None
+    _complete(registry, model, move, decision, hub, pending["served"])
     return move
 
 
@@ -226,6 +247,40 @@ def hub_pages(hub: PromptHub | None, versions: dict[str, int]) -> dict[str, str]
     return {f"{name} v{v}": hub.page(name, v) for name, v in versions.items()}
 
 
+def _move_production(
+    registry: Registry,
+    model: str,
+    move: Move,
+    decision: PromotionDecision | None,
+    hub: PromptHub | None,
+    served: str | None,
+) -> None:
+    """The intent first, everything `finish_interrupted` needs to complete the move, then
+    the move itself."""
+    pending = {
+        "move": dataclasses.asdict(move),
+        "decision": dataclasses.asdict(decision) if decision else None,
+        "served": served,
+    }
+    registry.set_model_tag(model, PENDING_TAG, json.dumps(pending))
+    _complete(registry, model, move, decision, hub, served)
+
+
+def _complete(
+    registry: Registry,
+    model: str,
+    move: Move,
+    decision: PromotionDecision | None,
+    hub: PromptHub | None,
+    served: str | None,
+) -> None:
+    """Aliases, record, intent cleared: each step safe to redo after a cut."""
+    info = registry.model_version(model, move.version)
+    _point_production(registry, model, move.version, info.tags if info else {}, hub, served)
+    _record(registry, model, move, decision)
+    registry.delete_model_tag(model, PENDING_TAG)
+
+
 def _point_production(
     registry: Registry,
     model: str,
@@ -262,18 +317,17 @@ def _refuse(
 
 
 def _record(registry: Registry, model: str, move: Move, decision: PromotionDecision | None) -> None:
-    """On the version (tags), in the model's history (moves only), and as an MLflow run."""
+    """On the version (tags), as an MLflow run, and (moves only) in the model's history,
+    last: what makes a move done, so it is written once, and only after the rest."""
     fields = {"decision": move.action, "by": move.by, "at": move.at, "reason": move.reason}
     fields["previous"] = str(move.previous) if move.previous is not None else "none"
     registry.set_model_version_tags(
         model, move.version, {DECISION + k: v for k, v in fields.items()}
     )
-    if move.action in ("promoted", "rolled back"):
-        moves = history(registry, model) + [dataclasses.asdict(move)]
-        registry.set_model_tag(model, HISTORY_TAG, json.dumps(moves[-50:]))
-    with registry.start_run(
-        f"{move.action.replace(' ', '-')}-v{move.version}", tags={"flywheel.move": move.action}
-    ):
+    # a move finished after a cut finds the run it logged before; a refusal is never redone
+    start = registry.start_or_resume_run if move.action in MOVED else registry.start_run
+    name = f"{move.action.replace(' ', '-')}-v{move.version}"
+    with start(name, {"flywheel.move": move.action, "flywheel.move.at": move.at}):
         registry.log_params(
             {f"promotion.{k}": v for k, v in fields.items()} | {"promotion.version": move.version}
         )
@@ -282,3 +336,8 @@ def _record(registry: Registry, model: str, move: Move, decision: PromotionDecis
             if decision.low is not None:
                 gain |= {"gain_low": decision.low, "gain_high": decision.high}
             registry.log_metrics(gain)
+    if move.action in MOVED:
+        moves = history(registry, model)
+        if dataclasses.asdict(move) not in moves[-1:]:  # recorded already, before a cut
+            moves.append(dataclasses.asdict(move))
+            registry.set_model_tag(model, HISTORY_TAG, json.dumps(moves[-50:]))

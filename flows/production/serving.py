@@ -177,8 +177,11 @@ async def promote(
     evidence of its night, and (with a `serving` server) only once that server answers it:
     one the server cannot serve is refused with the reason, and production stays where it
     is. Every promotion goes through here: the command line, the night, the tests."""
+    finished = await finish_interrupted(serving, registry, model, hub)
     verdict = promotion.review(registry, model, version, cfg, by, seed, decision)
     if isinstance(verdict, Move):
+        if finished and finished.action == "promoted" and finished.version == verdict.version:
+            return finished  # the promotion asked for again after a cut: done now, as asked
         return verdict
     served = None
     if serving is not None:
@@ -196,6 +199,9 @@ async def rollback(
 ) -> Move:
     """`flows.production.promotion.rollback`, with the earlier version brought up on the server
     first; one the server cannot serve leaves production where it is."""
+    finished = await finish_interrupted(serving, registry, model, hub)
+    if finished and finished.action == "rolled back":
+        return finished  # the rollback asked for again after a cut: one step back, not two
     target = promotion.rollback_target(registry, model)
     served = None
     if serving is not None and target is not None:
@@ -207,6 +213,19 @@ async def rollback(
             return Move("refused", target, current, f"no rollback: {failure}", by, now)
     move = promotion.rollback(registry, model, by, hub, served)
     await tidy(serving, registry, model, ensure_production=False)  # brought up above
+    return move
+
+
+async def finish_interrupted(
+    serving: Serving | None, registry: Registry, model: str, hub: PromptHub | None = None
+) -> Move | None:
+    """`flows.production.promotion.finish_interrupted`, and the server brought to what it
+    finished. Every command that reads or moves production calls this first: `status`,
+    `promote`, `rollback` and the night."""
+    move = promotion.finish_interrupted(registry, model, hub)
+    if move is not None:
+        log.warning("finished a move a cut command left under way: %s", move.line())
+        await tidy(serving, registry, model)
     return move
 
 

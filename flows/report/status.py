@@ -1,5 +1,6 @@
 """`flywheel status`: what is in production, the candidate against it, what awaits
-approval, the production history and the last nights, from the MLflow registry alone."""
+approval, the production history and the last nights, from the MLflow registry alone (and
+the move a cut command left under way, which the command line finishes first)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flows.production.promotion import (
     PRODUCTION,
     PROMPTS_TAG,
     SERVED_TAG,
+    Move,
     history,
 )
 from flows.report.history import NIGHT_PREFIX
@@ -26,8 +28,11 @@ from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.versions import JUDGE_PRODUCTION, judge_prompt_name
 
 
-def status_data(registry: Registry, settings: Settings, nights: int = 5) -> dict[str, Any]:
-    """What `flywheel status` shows, as data (`status --json` prints it as it is)."""
+def status_data(
+    registry: Registry, settings: Settings, nights: int = 5, finished: Move | None = None
+) -> dict[str, Any]:
+    """What `flywheel status` shows, as data (`status --json` prints it as it is);
+    `finished`: the move a cut command left under way, just finished."""
     model = settings.registry.model_name
     production = registry.get_alias(model, PRODUCTION)
     candidate = registry.get_alias(model, CANDIDATE)
@@ -39,6 +44,7 @@ def status_data(registry: Registry, settings: Settings, nights: int = 5) -> dict
             judge[found.name] = found.version
     data: dict[str, Any] = {
         "model": model,
+        "finished": finished.line() if finished else None,
         "production": _version(registry, model, production),
         "judge": judge,
         "candidate": None,
@@ -60,7 +66,10 @@ def status_lines(registry: Registry, settings: Settings, nights: int = 5) -> lis
 def render(data: dict[str, Any]) -> list[str]:
     """`status_data` for people."""
     model = data["model"]
-    out = [f"Production: {_shown(model, data['production'])}"]
+    out = []
+    if finished := data["finished"]:
+        out.append(f"Finished a move a cut command left under way: {finished}")
+    out.append(f"Production: {_shown(model, data['production'])}")
     out.append(f"Judge: {version_label(data['judge']) or 'none at ' + JUDGE_PRODUCTION}")
     if (candidate := data["candidate"]) is not None:
         gate = candidate["gate_reason"] or "no gate decision recorded"

@@ -34,7 +34,7 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.entities.model_registry import PromptVersion
 from mlflow.exceptions import MlflowException
 from mlflow.prompt.constants import PROMPT_NAME_RULE
@@ -251,6 +251,12 @@ class Registry:
         run_id = _active_run_id()
         with self._http():
             self.client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Tags of the active run: unlike a param, a tag may take a new value later."""
+        run_id = _active_run_id()
+        with self._http():
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
         run_id = _active_run_id()
@@ -473,6 +479,10 @@ class Registry:
     def set_model_tag(self, name: str, key: str, value: str) -> None:
         with self._http():
             self.client.set_registered_model_tag(name, key, value)
+
+    def delete_model_tag(self, name: str, key: str) -> None:
+        with self._http():
+            self.client.delete_registered_model_tag(name, key)
 
     def load_run_dict(self, run_id: str, artifact_file: str) -> dict[str, Any] | None:
         """A JSON artifact of a run; None when the run has no such file."""
