@@ -18,7 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from flows.plumbing.door import door, night_door
 from flows.plumbing.environment import prepare_environment
+from flows.plumbing.private_state import private_state
+from infra.settings import Settings
 
 console = Console(stderr=True)
 
@@ -37,22 +40,17 @@ EXIT_CODES = """exit codes:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from flows.night.run_id import RUN_ID_FORMAT, check_run_id
     from infra.settings_errors import load_settings
 
     settings = load_settings()
-    prepare_environment(settings.state_dir)
-    from flows.night.runtime import RUN_ID_FORMAT, Runtime, check_run_id
-    from flows.nightly import nightly
-    from flows.plumbing.night_lock import one_night
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.report.summary import print_summary
-    from infra.errors import UserFacingError
-
     run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
-    # before anything opens the folder's stores: a second night must not race on them
-    with one_night(settings.state_dir, run_id, settings.state.wait_for_night_s):
-        rt = Runtime(settings)
-        rt.preflight()
+    with night_door(settings, run_id) as rt:
+        from flows.nightly import nightly
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.report.summary import print_summary
+        from infra.errors import UserFacingError
+
         state = settings.state_dir.resolve()
         with night_prefect() as where:
             console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
@@ -92,16 +90,16 @@ def _move(args: argparse.Namespace) -> int:
     """Promote or roll back, as a Prefect flow run; a refused one exits GATE_REFUSED."""
     from infra.settings_errors import load_settings
 
-    prepare_environment(load_settings().state_dir)
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.production.moves import promote_flow, rollback_flow
-
     by = args.by or getpass.getuser()
-    with night_prefect():
-        if args.command == "promote":
-            move = asyncio.run(promote_flow(version=args.version, by=by))
-        else:
-            move = asyncio.run(rollback_flow(by=by))
+    with door(load_settings(), f"`flywheel {args.command}` by {by}"):
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.production.moves import promote_flow, rollback_flow
+
+        with night_prefect():
+            if args.command == "promote":
+                move = asyncio.run(promote_flow(version=args.version, by=by))
+            else:
+                move = asyncio.run(rollback_flow(by=by))
     if move.action == "refused":  # a non-zero exit says why on stderr, in one line
         console.print(f"flywheel: {move.line()}", markup=False, soft_wrap=True)
         return GATE_REFUSED
@@ -114,6 +112,13 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_environment(settings.state_dir)
+    # no lock: status reads while a night runs; what it makes (MLflow's store, the first
+    # time) is as private as what a night makes
+    with private_state(settings.state_dir):
+        return _print_status(settings, as_json=args.json)
+
+
+def _print_status(settings: Settings, as_json: bool) -> int:
     from flows.production.serving import make_serving, serving_lines, serving_state
     from flows.report.status import render, status_data
     from infra.registry.mlflow_registry import Registry
@@ -122,7 +127,7 @@ def _status(args: argparse.Namespace) -> int:
     data = status_data(registry, settings)
     served = make_serving(settings)
     model = settings.registry.model_name
-    if args.json:  # for scripts and dashboards: the same facts, with the server's
+    if as_json:  # for scripts and dashboards: the same facts, with the server's
         if served is not None:
             data["serving"] = asyncio.run(serving_state(served, registry, model))
         print(json.dumps(data, indent=2))
@@ -140,12 +145,13 @@ def _serving(args: argparse.Namespace) -> int:
     """Re-sync the serving server with the registry, as a Prefect flow run."""
     from infra.settings_errors import load_settings
 
-    prepare_environment(load_settings().state_dir)
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.production.moves import serving_sync_flow
+    # it loads and unloads adapters on the server, as a promotion does: one at a time
+    with door(load_settings(), "`flywheel serving sync`"):
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.production.moves import serving_sync_flow
 
-    with night_prefect():
-        done = asyncio.run(serving_sync_flow())
+        with night_prefect():
+            done = asyncio.run(serving_sync_flow())
     for line in done:
         Console().print(line, markup=False)
     return OK

@@ -652,7 +652,8 @@ class StateSettings(Section):
     trace text) are kept; then they go, and a night that old can no longer be resumed.
     None = forever. MLflow's versions, the label store and the outbox are kept."""
     wait_for_night_s: NonNegativeFloat | None = 0.0
-    """How long `flywheel run` waits for a night already running in this folder before it
+    """How long a night or a production move (`flywheel run`, `promote`, `rollback`, the
+    scheduled deployment's night) waits for another already in this folder before it
     gives up with a message; 0 = at once, None = as long as it takes."""
 
 

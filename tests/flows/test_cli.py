@@ -43,10 +43,10 @@ def test_a_second_night_in_the_same_folder_exits_with_a_sentence(tmp_path, monke
     from flows.plumbing.night_lock import one_night
 
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
-    with one_night(tmp_path / "state", "20261201T020000Z", wait_s=0):
+    with one_night(tmp_path / "state", "night 20261201T020000Z", wait_s=0):
         assert main(["run"]) == 3  # LOCKED
     err = _one_line(capsys)
-    assert "Another night is running" in err and "20261201T020000Z" in err
+    assert "is in use by night 20261201T020000Z (process" in err, err
 
 
 def _export(folder, observations: str, scores: str = ""):
@@ -241,6 +241,8 @@ def test_status_json_is_the_same_facts_for_scripts(tmp_path, monkeypatch, capsys
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "agent" and data["production"] is None
     assert data["candidate"] is None and data["nights"] == [] and data["history"] == []
+    # the MLflow store status made on this first run is the user's alone
+    assert (tmp_path / "state" / "mlflow.db").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_refused_promote_exits_4_with_its_reason(tmp_path, monkeypatch, capsys):
