@@ -14,7 +14,8 @@ from prefect.runtime import flow_run
 
 from flows.night.run_id import RUN_ID_FORMAT
 from flows.plumbing.door import night_door
-from infra.settings import NightKnobs, Settings
+from infra.settings import NightKnobs
+from infra.settings_errors import load_settings
 
 # A worker has no progress bars to watch: flywheel's progress lines (each stage's start,
 # new bests, its end) go to the run's logs in the Prefect UI, beside its warnings.
@@ -30,7 +31,7 @@ NIGHT_TIMEOUT_S = 6 * 3600
 async def nightly_deployment(knobs: NightKnobs | None = None):
     # no return annotation: the night's NightReport would load the model libraries
     # here, before the door sets them offline (Prefect resolves the hints as it loads)
-    settings = Settings()
+    settings = load_settings()  # a file named but missing is a sentence, not the defaults
     run_id = flow_run.scheduled_start_time.strftime(RUN_ID_FORMAT)
     with night_door(settings, run_id) as runtime:
         # imported behind the door: the night loads the model libraries, which read the

@@ -186,6 +186,14 @@ def _one_line(capsys) -> str:
         ("agnet = 'x'\n", "has no key 'agnet' (did you mean 'agent'?)"),
         ("[lora\nrank = 4\n", "is not valid TOML"),
         ("[lm]\napi_key = 'sk-1'\n", "lm.api_key must not be written in the TOML file"),
+        (
+            "[agent_opt]\nmax_metric_calls = -5\n",
+            "[agent_opt] max_metric_calls: Input should be greater than 0 (got -5)",
+        ),
+        (
+            "[agent_opt]\nmax_metric_calls = 0\n",
+            "[agent_opt] max_metric_calls: Input should be greater than 0 (got 0)",
+        ),
     ],
 )
 def test_settings_that_cannot_load_are_one_sentence_and_exit_2(

@@ -93,6 +93,17 @@ def test_the_deployment_s_night_refuses_while_a_command_line_move_runs(state, mo
         _let_go(held)
 
 
+def test_the_deployment_refuses_a_settings_file_that_is_not_there(state, monkeypatch):
+    from flows.plumbing.deployment import nightly_deployment
+    from infra.settings_errors import SettingsError
+
+    missing = state.parent / "nowhere.toml"
+    monkeypatch.setenv("FLYWHEEL_CONFIG", str(missing))  # the worker's environment
+    with pytest.raises(SettingsError, match=f"the settings file {missing} does not exist"):
+        asyncio.run(nightly_deployment.fn())
+    assert not state.exists()  # refused before the door: nothing made
+
+
 def test_what_a_guarded_command_leaves_in_the_state_folder_is_the_user_s_alone(state, monkeypatch):
     from flows.production.promotion import Move
 
