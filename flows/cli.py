@@ -51,9 +51,12 @@ def _run(args: argparse.Namespace) -> int:
         from flows.report.summary import print_summary
         from infra.errors import UserFacingError
 
-        state = settings.state_dir.resolve()
+        state = escape(str(settings.state_dir.resolve()))
         with night_prefect() as where:
-            console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
+            console.print(
+                f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}",
+                soft_wrap=True,
+            )
             try:
                 report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
             except UserFacingError:
@@ -103,7 +106,7 @@ def _move(args: argparse.Namespace) -> int:
     if move.action == "refused":  # a non-zero exit says why on stderr, in one line
         console.print(f"flywheel: {move.line()}", markup=False, soft_wrap=True)
         return GATE_REFUSED
-    Console().print(move.line(), markup=False)
+    _print_lines([move.line()])
     return OK
 
 
@@ -135,9 +138,7 @@ def _print_status(settings: Settings, as_json: bool) -> int:
     lines = render(data)
     if served is not None:  # what the server holds beside what the registry says
         lines += asyncio.run(serving_lines(served, registry, model))
-    out = Console()
-    for line in lines:
-        out.print(line, markup=False)
+    _print_lines(lines)
     return OK
 
 
@@ -152,9 +153,16 @@ def _serving(args: argparse.Namespace) -> int:
 
         with night_prefect():
             done = asyncio.run(serving_sync_flow())
-    for line in done:
-        Console().print(line, markup=False)
+    _print_lines(done)
     return OK
+
+
+def _print_lines(lines: list[str]) -> None:
+    """Lines on stdout as they are: never wrapped at the console's width, so a script
+    that greps them, or a log that keeps them, sees each whole (a terminal wraps them)."""
+    out = Console()
+    for line in lines:
+        out.print(line, markup=False, soft_wrap=True)
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -4,11 +4,16 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from flows.plumbing.environment import prepare_environment
 
 # Never a Prefect server of the machine's user: the tests run their own, in a temp folder.
 os.environ.pop("PREFECT_API_URL", None)
 os.environ["PREFECT_PROFILES_PATH"] = os.devnull
+# A console made at import fixes the width COLUMNS says then: none, so that every console
+# takes the one `one_console_width` sets per test.
+os.environ.pop("COLUMNS", None)
 # Read by Prefect, MLflow and transformers at import time, so set before tests import them.
 prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-tests-")))
 # The embedded teacher (1.5B) judges and reflects by default; tests run on the 135M alone
@@ -16,3 +21,12 @@ prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-tests-")))
 # pays for it. Subprocesses (the CLI, a Prefect worker) inherit this.
 os.environ.setdefault("FLYWHEEL_JUDGE_LM", "null")
 os.environ.setdefault("FLYWHEEL_REFLECTION", "null")
+
+
+@pytest.fixture(autouse=True)
+def one_console_width(monkeypatch):
+    """One console width on every machine: rich takes COLUMNS, else the terminal's (stdin's,
+    even while pytest captures the output), so a sentence a test reads would wrap, or not,
+    by where it runs. Wide enough that no sentence wraps; a test of wrapping sets its own.
+    Per test, not for the session: pytest's own report keeps the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "200")

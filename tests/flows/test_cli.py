@@ -269,6 +269,26 @@ def test_a_refused_promote_exits_4_with_its_reason(tmp_path, monkeypatch, capsys
     assert err.startswith("flywheel: refused v2") and "no held-out evidence" in err, err
 
 
+def test_lines_for_scripts_stay_whole_on_a_narrow_console(tmp_path, monkeypatch, capsys):
+    from contextlib import nullcontext
+
+    from flows.production.promotion import Move
+
+    move = Move("promoted", 2, 1, "held-out gain +0.12, 95% interval 0.04 to 0.20", "ana", "now")
+
+    async def promoted(version, by):
+        return move
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "30")  # narrower than every line below
+    monkeypatch.setattr("flows.plumbing.prefect_server.night_prefect", nullcontext)
+    monkeypatch.setattr("flows.production.moves.promote_flow", promoted)
+    assert main(["promote", "2", "--by", "ana"]) == 0
+    assert capsys.readouterr().out == move.line() + "\n"
+    assert main(["status"]) == 0
+    assert "Production: none (the agent's seed prompts)" in capsys.readouterr().out.splitlines()
+
+
 def test_a_night_whose_gate_refused_exits_4_with_the_gates_reason(tmp_path, monkeypatch, capsys):
     from contextlib import nullcontext
     from types import SimpleNamespace
