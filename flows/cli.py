@@ -29,13 +29,13 @@ console = Console(stderr=True)
 OK = 0
 NIGHT_FAILED = 1  # the night stopped midway; `flywheel run --resume RUN_ID` goes on
 USAGE = 2  # a wrong command or option, or settings that cannot load (the sentence says)
-LOCKED = 3  # another night holds the state folder's lock
+LOCKED = 3  # another night or production move holds the state folder's lock
 GATE_REFUSED = 4  # the gate refused the candidate (a night's, or `promote`'s); nothing moved
 EXIT_CODES = """exit codes:
   0  done (for `run`: its candidate passed the gate, promoted or awaiting approval)
   1  the night failed midway: `flywheel run --resume RUN_ID` goes on from there
   2  a wrong command or option, or settings that cannot load (one sentence says which)
-  3  another night holds this state folder's lock
+  3  another night or production move holds this state folder's lock
   4  the gate refused the candidate (the night's, or the one `promote` named): nothing moved"""
 
 

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 @contextmanager
 def door(settings: Settings, holder: str) -> Iterator[None]:
-    """The settings' state folder private (0700, what is made in it 0600), the libraries'
-    settings local and offline, and the folder's lock held as `holder` (what the command
-    is, in words) for the block: a command already in there makes this one wait up to
-    `state.wait_for_night_s`, then refuse with one sentence (NightRunning)."""
+    """The settings' state folder private (0700; its files 0600 as the block starts and
+    ends), the libraries' settings local and offline, and the folder's lock held as
+    `holder` (what the command is, in words) for the block: a command already in there
+    makes this one wait up to `state.wait_for_night_s`, then refuse with one sentence
+    (NightRunning)."""
     prepare_environment(settings.state_dir)
     with private_state(settings.state_dir):
         # before anything opens the folder's stores: a second command must not race on them

@@ -1,9 +1,13 @@
 """The state folder is the user's alone: it holds trace text (the label store, the runs'
 folders), MLflow's and Prefect's databases, and adapters trained on that text.
 
-`prepare_environment` makes the folder 0700; inside this block every file a command
-makes is created 0600 (folders 0700), and what an earlier command left readable by
-others (a folder from before this rule, a copy) loses its group and other bits.
+`prepare_environment` makes the folder 0700, so nobody else reaches in while a command
+runs; as a command comes in and as it leaves, every file in the folder loses its group
+and other bits (0600, folders 0700), what the command made and what an earlier one (or
+an earlier version) left readable alike.
+
+Not a process-wide umask: a command also writes outside the folder, where others must
+read (the serving server's adapter folder, a volume vLLM mounts as its own user).
 """
 
 from __future__ import annotations
@@ -14,19 +18,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-PRIVATE_UMASK = 0o077  # no bit for the group or others on anything created
-
 
 @contextmanager
 def private_state(state_dir: Path) -> Iterator[None]:
-    """Restrict what `state_dir` holds now, and everything this process (and the servers
-    it starts, which inherit the mask) creates until the block ends."""
+    """Restrict what `state_dir` holds before the block and after it, however it ends."""
     restrict(state_dir)
-    before = os.umask(PRIVATE_UMASK)
     try:
         yield
     finally:
-        os.umask(before)
+        restrict(state_dir)
 
 
 def restrict(state_dir: Path) -> None:
@@ -39,7 +39,7 @@ def restrict(state_dir: Path) -> None:
 def _owner_only(path: Path) -> None:
     try:
         mode = path.lstat().st_mode
-        if path.is_symlink() or not mode & 0o077:  # a link's target is not ours to change
+        if stat.S_ISLNK(mode) or not mode & 0o077:  # a link's target is not ours to change
             return
         path.chmod(stat.S_IMODE(mode) & 0o700)
     except (FileNotFoundError, PermissionError):  # gone meanwhile, or another user's

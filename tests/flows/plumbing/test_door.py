@@ -114,9 +114,13 @@ def test_what_a_guarded_command_leaves_in_the_state_folder_is_the_user_s_alone(s
         (state / name).write_text("trace text")
         (state / name).chmod(0o644)
 
+    served = state.parent / "adapters" / "agent-v2.safetensors"  # a volume vLLM reads
+
     async def promote(version, by):
         (state / "outbox").mkdir()
         (state / "outbox" / "labels.jsonl").write_text("trace text")
+        served.parent.mkdir()
+        served.write_text("weights")
         return Move("promoted", version, None, "passed the gate", by, "now")
 
     monkeypatch.setattr("flows.plumbing.prefect_server.night_prefect", _no_prefect)
@@ -124,9 +128,10 @@ def test_what_a_guarded_command_leaves_in_the_state_folder_is_the_user_s_alone(s
     umask = os.umask(0o022)
     try:
         assert main(["promote", "2", "--by", "ana"]) == 0
-        assert os.umask(0o022) == 0o022  # the process's own mask is back after the command
     finally:
         os.umask(umask)
+    # outside the state folder, what the command wrote keeps the user's own modes
+    assert served.stat().st_mode & 0o777 == 0o644
     modes = {str(path.relative_to(state)): path.stat().st_mode & 0o777 for path in state.rglob("*")}
     assert state.stat().st_mode & 0o777 == 0o700
     assert modes["labels.sqlite"] == modes["mlflow.db"] == modes["runs/n1/calls.jsonl"] == 0o600
