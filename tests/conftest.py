@@ -15,7 +15,12 @@ os.environ["PREFECT_PROFILES_PATH"] = os.devnull
 # takes the one `one_console_width` sets per test.
 os.environ.pop("COLUMNS", None)
 # Read by Prefect, MLflow and transformers at import time, so set before tests import them.
-prepare_environment(Path(tempfile.mkdtemp(prefix="flywheel-tests-")))
+TEST_HOME = Path(tempfile.mkdtemp(prefix="flywheel-tests-"))
+prepare_environment(TEST_HOME)
+# The defaults, not a settings file of the clone's (`flywheel init` writes ./flywheel.toml)
+# or the user's FLYWHEEL_CONFIG: a test that wants one names its own.
+(TEST_HOME / "flywheel.toml").write_text("# the defaults\n")
+os.environ["FLYWHEEL_CONFIG"] = str(TEST_HOME / "flywheel.toml")
 # The embedded teacher (1.5B) judges and reflects by default; tests run on the 135M alone
 # unless they name the teacher (`infra.settings.teacher()`), so that one night at most
 # pays for it. Subprocesses (the CLI, a Prefect worker) inherit this.
