@@ -8,6 +8,13 @@ import pytest
 
 from flows.plumbing.environment import prepare_environment
 
+# Every process a test starts (the CLI's entry script, `python -c`, a Prefect worker)
+# imports flywheel from this clone, not from the checkout the environment's editable
+# install points at (another worktree's, say).
+CLONE = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(CLONE), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 # Never a Prefect server of the machine's user: the tests run their own, in a temp folder.
 os.environ.pop("PREFECT_API_URL", None)
 os.environ["PREFECT_PROFILES_PATH"] = os.devnull

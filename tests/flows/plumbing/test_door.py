@@ -31,6 +31,7 @@ asyncio.run(nightly_deployment.fn())
 # `flywheel rollback` by ana, holding the door until told to end.
 CLI_ROLLBACK = """
 import contextlib, sys
+import flows.plumbing.prefect_server as server
 from flows import cli
 from flows.production import moves
 from flows.production.promotion import Move
@@ -41,7 +42,6 @@ async def rollback(by):
     return Move("rolled back", 1, 2, "as asked", by, "now")
 
 moves.rollback_flow = rollback
-import flows.plumbing.prefect_server as server
 server.night_prefect = contextlib.nullcontext
 cli.main(["rollback", "--by", "ana"])
 """
@@ -56,7 +56,10 @@ def state(tmp_path, monkeypatch):
 
 def _holding(script: str) -> tuple[subprocess.Popen, str]:
     held = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     return held, held.stdout.readline().strip()
 
