@@ -18,7 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from flows.plumbing.door import door, night_door
 from flows.plumbing.environment import prepare_environment
+from flows.plumbing.private_state import private_state
+from infra.settings import Settings
 
 console = Console(stderr=True)
 
@@ -26,36 +29,34 @@ console = Console(stderr=True)
 OK = 0
 NIGHT_FAILED = 1  # the night stopped midway; `flywheel run --resume RUN_ID` goes on
 USAGE = 2  # a wrong command or option, or settings that cannot load (the sentence says)
-LOCKED = 3  # another night holds the state folder's lock
+LOCKED = 3  # another night or production move holds the state folder's lock
 GATE_REFUSED = 4  # the gate refused the candidate (a night's, or `promote`'s); nothing moved
 EXIT_CODES = """exit codes:
   0  done (for `run`: its candidate passed the gate, promoted or awaiting approval)
   1  the night failed midway: `flywheel run --resume RUN_ID` goes on from there
   2  a wrong command or option, or settings that cannot load (one sentence says which)
-  3  another night holds this state folder's lock
+  3  another night or production move holds this state folder's lock
   4  the gate refused the candidate (the night's, or the one `promote` named): nothing moved"""
 
 
 def _run(args: argparse.Namespace) -> int:
+    from flows.night.run_id import RUN_ID_FORMAT, check_run_id
     from infra.settings_errors import load_settings
 
     settings = load_settings()
-    prepare_environment(settings.state_dir)
-    from flows.night.runtime import RUN_ID_FORMAT, Runtime, check_run_id
-    from flows.nightly import nightly
-    from flows.plumbing.night_lock import one_night
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.report.summary import print_summary
-    from infra.errors import UserFacingError
-
     run_id = check_run_id(args.resume) if args.resume else datetime.now(UTC).strftime(RUN_ID_FORMAT)
-    # before anything opens the folder's stores: a second night must not race on them
-    with one_night(settings.state_dir, run_id, settings.state.wait_for_night_s):
-        rt = Runtime(settings)
-        rt.preflight()
-        state = settings.state_dir.resolve()
+    with night_door(settings, run_id) as rt:
+        from flows.nightly import nightly
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.report.summary import print_summary
+        from infra.errors import UserFacingError
+
+        state = escape(str(settings.state_dir.resolve()))
         with night_prefect() as where:
-            console.print(f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}")
+            console.print(
+                f"flywheel night [bold]{run_id}[/] — state in {state}, runs on {where}",
+                soft_wrap=True,
+            )
             try:
                 report = asyncio.run(nightly(run_id=run_id, knobs=settings.knobs(), runtime=rt))
             except UserFacingError:
@@ -92,20 +93,20 @@ def _move(args: argparse.Namespace) -> int:
     """Promote or roll back, as a Prefect flow run; a refused one exits GATE_REFUSED."""
     from infra.settings_errors import load_settings
 
-    prepare_environment(load_settings().state_dir)
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.production.moves import promote_flow, rollback_flow
-
     by = args.by or getpass.getuser()
-    with night_prefect():
-        if args.command == "promote":
-            move = asyncio.run(promote_flow(version=args.version, by=by))
-        else:
-            move = asyncio.run(rollback_flow(by=by))
+    with door(load_settings(), f"`flywheel {args.command}` by {by}"):
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.production.moves import promote_flow, rollback_flow
+
+        with night_prefect():
+            if args.command == "promote":
+                move = asyncio.run(promote_flow(version=args.version, by=by))
+            else:
+                move = asyncio.run(rollback_flow(by=by))
     if move.action == "refused":  # a non-zero exit says why on stderr, in one line
         console.print(f"flywheel: {move.line()}", markup=False, soft_wrap=True)
         return GATE_REFUSED
-    Console().print(move.line(), markup=False)
+    _print_lines([move.line()])
     return OK
 
 
@@ -114,6 +115,13 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_environment(settings.state_dir)
+    # no lock: status reads while a night runs; what it makes (MLflow's store, the first
+    # time) is as private as what a night makes
+    with private_state(settings.state_dir):
+        return _print_status(settings, as_json=args.json)
+
+
+def _print_status(settings: Settings, as_json: bool) -> int:
     from flows.production.moves import production_hub
     from flows.production.serving import (
         finish_interrupted,
@@ -130,7 +138,7 @@ def _status(args: argparse.Namespace) -> int:
     # production as a cut move meant it, before it is shown
     finished = asyncio.run(finish_interrupted(served, registry, model, production_hub(settings)))
     data = status_data(registry, settings, finished=finished)
-    if args.json:  # for scripts and dashboards: the same facts, with the server's
+    if as_json:  # for scripts and dashboards: the same facts, with the server's
         if served is not None:
             data["serving"] = asyncio.run(serving_state(served, registry, model))
         print(json.dumps(data, indent=2))
@@ -138,9 +146,7 @@ def _status(args: argparse.Namespace) -> int:
     lines = render(data)
     if served is not None:  # what the server holds beside what the registry says
         lines += asyncio.run(serving_lines(served, registry, model))
-    out = Console()
-    for line in lines:
-        out.print(line, markup=False)
+    _print_lines(lines)
     return OK
 
 
@@ -148,15 +154,23 @@ def _serving(args: argparse.Namespace) -> int:
     """Re-sync the serving server with the registry, as a Prefect flow run."""
     from infra.settings_errors import load_settings
 
-    prepare_environment(load_settings().state_dir)
-    from flows.plumbing.prefect_server import night_prefect
-    from flows.production.moves import serving_sync_flow
+    # it loads and unloads adapters on the server, as a promotion does: one at a time
+    with door(load_settings(), "`flywheel serving sync`"):
+        from flows.plumbing.prefect_server import night_prefect
+        from flows.production.moves import serving_sync_flow
 
-    with night_prefect():
-        done = asyncio.run(serving_sync_flow())
-    for line in done:
-        Console().print(line, markup=False)
+        with night_prefect():
+            done = asyncio.run(serving_sync_flow())
+    _print_lines(done)
     return OK
+
+
+def _print_lines(lines: list[str]) -> None:
+    """Lines on stdout as they are: never wrapped at the console's width, so a script
+    that greps them, or a log that keeps them, sees each whole (a terminal wraps them)."""
+    out = Console()
+    for line in lines:
+        out.print(line, markup=False, soft_wrap=True)
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -58,9 +58,9 @@ class LMSettings(Section):
     model the server serves, where LoRA training starts (empty: the embedded one)."""
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
     """local: the precision the model loads and runs in; auto = bf16 where the CPU has it."""
-    max_batch_size: int = 32
+    max_batch_size: PositiveInt = 32
     """local: requests the engine decodes together at most (the rows of its KV cache)."""
-    batch_wait_ms: float = 5.0
+    batch_wait_ms: NonNegativeFloat = 5.0
     """local: how long the micro-batcher gathers requests before a batch starts."""
     batch_invariant: bool = True
     """local: a request's tokens and log-probabilities are the same bits alone and in any
@@ -79,11 +79,11 @@ class LMSettings(Section):
     """openai: the server's key. Environment only: FLYWHEEL_LM__API_KEY (in [reflection] and
     [judge_lm], FLYWHEEL_REFLECTION__API_KEY and FLYWHEEL_JUDGE_LM__API_KEY), else
     OPENAI_API_KEY."""
-    max_concurrency: int = 16
+    max_concurrency: PositiveInt = 16
     """openai: requests this model has in flight at once."""
-    timeout_s: float = 60.0
+    timeout_s: PositiveFloat = 60.0
     """openai: seconds one request may take; a timed-out request is retried."""
-    max_retries: int = 4
+    max_retries: NonNegativeInt = 4
     """openai: retries of a failed request (connection errors, timeouts, 408/409/429/5xx,
     a reply that cannot be read), with the SDK's exponential backoff and jitter; a call
     that still fails counts against [network].max_failed_share."""
@@ -118,10 +118,10 @@ class TraceSettings(Section):
     """JSONL: the export folder; empty = the demo export bundled with flywheel."""
     annotation_name: str = "correct"
     """The human score that judges learn from."""
-    lookback_hours: int | None = None
+    lookback_hours: PositiveInt | None = None
     """Only traces newer than this; None = all of them (the bundled demo export is fixed in
     time). A nightly deployment sets 24."""
-    max_traces: int = 1000
+    max_traces: PositiveInt = 1000
     """Traces a night reads at most: the most recent ones."""
     label_overlap_hours: PositiveInt = 24
     """Labels are read again from this many hours before the newest one the last night
@@ -157,23 +157,23 @@ class GEPASettings(Section):
     `gepa_opt.GEPAConfig` field of the same name (documented there), but
     `reflection_max_tokens`, which bounds each proposal the reflection model writes."""
 
-    max_metric_calls: int = 320
+    max_metric_calls: PositiveInt = 320
     """The budget: evaluations of one example by one candidate."""
-    reflection_minibatch_size: int = 6
+    reflection_minibatch_size: PositiveInt = 6
     """Examples the reflection reads per proposal."""
-    max_concurrency: int = 32
+    max_concurrency: PositiveInt = 32
     """GEPA's LM calls in flight (the local model batches them)."""
     proposal_shape: str = "auto"
     """"PxN": P sibling groups x N children each, or "auto" (from the latencies, acceptance
     and depth measured as the run goes)."""
     use_merge: bool = False
     """GEPA+Merge: also try to merge two Pareto-front lineages after accepted proposals."""
-    max_merge_invocations: int = 5
+    max_merge_invocations: NonNegativeInt = 5
     """Merges attempted in a whole run, with `use_merge`."""
     max_reflection_calls: PositiveInt | None = 100
     """Reflection-model calls at most: a night's stage reaches its metric budget with far
     fewer; this bounds one whose reflection endpoint fails or answers nothing."""
-    reflection_max_tokens: int = 200
+    reflection_max_tokens: PositiveInt = 200
     """Tokens at most in each proposal the reflection model writes."""
     reflection_template: Literal["rewrite", "paper"] = "rewrite"
     """The built-in meta-prompt: "rewrite" (a plain task a small reflection model follows)
@@ -328,10 +328,10 @@ class JudgeSettings(GEPASettings):
     teacher judging on a 2-core CPU each read costs seconds, its proposals rarely beat the
     seed (gepa_opt.GEPAConfig.reflection_template), and the reward head on the same model
     is where the agreement comes from (docs/benchmarks)."""
-    reflection_max_tokens: int = 128
+    reflection_max_tokens: PositiveInt = 128
     """Tokens at most in each proposed rubric: a rubric is short; long proposals only cost
     time."""
-    rationale_max_tokens: int = 48
+    rationale_max_tokens: PositiveInt = 48
     """The judge's one-sentence reason (GEPA's feedback)."""
     min_agreement: float = 0.2
     """The gate: a new judge needs its held-out primary agreement statistic >= this, and >=
@@ -357,7 +357,7 @@ class JudgeSettings(GEPASettings):
     """The injection check (`judges.injection`): of the held-out failing replies the judge
     judged fail, the share an instruction to the judge appended to the reply may turn to
     pass; a judge that is talked into passing more is not trusted to steer the agent."""
-    label_window_days: int | None = None
+    label_window_days: PositiveInt | None = None
     """The judge learns from every label to date (kept in the state folder's label store);
     a number keeps only the labels of that many last days."""
     ordinal_categories: bool = False
@@ -386,9 +386,9 @@ class JudgeSettings(GEPASettings):
 class AgentOptSettings(GEPASettings):
     """GEPA on the agent's prompts, with the aligned judge as metric."""
 
-    pareto_size: int = 20
+    pareto_size: PositiveInt = 20
     """Examples in the Pareto (validation) set."""
-    max_tokens: int = 24
+    max_tokens: PositiveInt = 24
     """The agent's reply budget (a replayed step's recorded one wins)."""
     module_selection: Literal["blamed", "round_robin", "all"] = "blamed"
     """Which prompt a proposal rewrites: "blamed" = the one whose step the judge's
@@ -439,11 +439,11 @@ class LoraSettings(LoraTraining):
     """After people's replies, the judge's best samples of the rest of the traffic (up to
     max_train_examples). Off: the weight step learns from the labels alone, and its
     samples are not judged (GRPO still judges what it samples)."""
-    samples_per_example: int = 2
+    samples_per_example: PositiveInt = 2
     """Sampled replies per training example."""
-    sample_temperature: float = 0.8
+    sample_temperature: PositiveFloat = 0.8
     """> 0, so the samples differ and the best can be kept."""
-    max_train_examples: int = 64
+    max_train_examples: PositiveInt = 64
     """Records per stage at most, the best of each example first."""
     min_judge_score: float | None = None
     """A record's least judge score; None = the pass cut."""
@@ -530,16 +530,16 @@ class PromotionSettings(Section):
     auto: bool = True
     """The night itself promotes a candidate that passes; false: nothing reaches production
     without `flywheel promote` (a person's approval)."""
-    approval_timeout_s: int = 0
+    approval_timeout_s: NonNegativeInt = 0
     """With auto off: how long a night whose candidate passed waits, paused, for a person's
     answer in Prefect's UI (promote or not); 0 = it does not wait (`flywheel promote`)."""
     min_gain: float = 0.0
     """Least mean held-out gain over production (and the gain's 95% interval above 0)."""
     max_slice_drop: float = 0.1
     """Most a slice's mean may fall (intent, tag, prompt)."""
-    min_slice_size: int = 5
+    min_slice_size: NonNegativeInt = 5
     """Smaller slices are too noisy to hold a version back."""
-    resamples: int = 2000
+    resamples: PositiveInt = 2000
     """Paired bootstrap resamples for the gain's 95% interval."""
 
 
@@ -657,7 +657,8 @@ class StateSettings(Section):
     trace text) are kept; then they go, and a night that old can no longer be resumed.
     None = forever. MLflow's versions, the label store and the outbox are kept."""
     wait_for_night_s: NonNegativeFloat | None = 0.0
-    """How long `flywheel run` waits for a night already running in this folder before it
+    """How long a night or a production move (`flywheel run`, `promote`, `rollback`, the
+    scheduled deployment's night) waits for another already in this folder before it
     gives up with a message; 0 = at once, None = as long as it takes."""
 
 

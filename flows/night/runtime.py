@@ -8,12 +8,12 @@ night's knobs travel as parameters of their own.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from flows.night.collect import load_heldout, window_start
 from flows.night.preflight import check_traces
+from flows.night.run_id import check_run_id
 from infra.agents import Agent, load_agent
 from infra.agents.contract import check_agent
 from infra.agents.replay import REPLAY, ReplayAgent
@@ -28,19 +28,6 @@ from infra.traces import TraceSource
 from infra.traces.factory import make_trace_source, production_prompts
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 from infra.types import Example
-
-RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"  # a new night's id: when it started, UTC
-RUN_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
-def check_run_id(run_id: str) -> str:
-    """A run id names folders and cache keys: letters, digits, '.', '_', '-' only."""
-    if not RUN_ID_RULE.fullmatch(run_id) or ".." in run_id:
-        raise UserFacingError(
-            f"{run_id!r} is not a night's run id: use the id `flywheel status` shows "
-            "(letters, digits, '.', '_' and '-', at most 64)."
-        )
-    return run_id
 
 
 class Runtime:

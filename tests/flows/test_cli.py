@@ -43,10 +43,10 @@ def test_a_second_night_in_the_same_folder_exits_with_a_sentence(tmp_path, monke
     from flows.plumbing.night_lock import one_night
 
     monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
-    with one_night(tmp_path / "state", "20261201T020000Z", wait_s=0):
+    with one_night(tmp_path / "state", "night 20261201T020000Z", wait_s=0):
         assert main(["run"]) == 3  # LOCKED
     err = _one_line(capsys)
-    assert "Another night is running" in err and "20261201T020000Z" in err
+    assert "is in use by night 20261201T020000Z (process" in err, err
 
 
 def _export(folder, observations: str, scores: str = ""):
@@ -186,6 +186,14 @@ def _one_line(capsys) -> str:
         ("agnet = 'x'\n", "has no key 'agnet' (did you mean 'agent'?)"),
         ("[lora\nrank = 4\n", "is not valid TOML"),
         ("[lm]\napi_key = 'sk-1'\n", "lm.api_key must not be written in the TOML file"),
+        (
+            "[agent_opt]\nmax_metric_calls = -5\n",
+            "[agent_opt] max_metric_calls: Input should be greater than 0 (got -5)",
+        ),
+        (
+            "[agent_opt]\nmax_metric_calls = 0\n",
+            "[agent_opt] max_metric_calls: Input should be greater than 0 (got 0)",
+        ),
     ],
 )
 def test_settings_that_cannot_load_are_one_sentence_and_exit_2(
@@ -241,6 +249,8 @@ def test_status_json_is_the_same_facts_for_scripts(tmp_path, monkeypatch, capsys
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "agent" and data["production"] is None
     assert data["candidate"] is None and data["nights"] == [] and data["history"] == []
+    # the MLflow store status made on this first run is the user's alone
+    assert (tmp_path / "state" / "mlflow.db").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_refused_promote_exits_4_with_its_reason(tmp_path, monkeypatch, capsys):
@@ -257,6 +267,26 @@ def test_a_refused_promote_exits_4_with_its_reason(tmp_path, monkeypatch, capsys
     assert main(["promote", "2", "--by", "ana"]) == 4  # GATE_REFUSED
     err = _one_line(capsys)
     assert err.startswith("flywheel: refused v2") and "no held-out evidence" in err, err
+
+
+def test_lines_for_scripts_stay_whole_on_a_narrow_console(tmp_path, monkeypatch, capsys):
+    from contextlib import nullcontext
+
+    from flows.production.promotion import Move
+
+    move = Move("promoted", 2, 1, "held-out gain +0.12, 95% interval 0.04 to 0.20", "ana", "now")
+
+    async def promoted(version, by):
+        return move
+
+    monkeypatch.setenv("FLYWHEEL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "30")  # narrower than every line below
+    monkeypatch.setattr("flows.plumbing.prefect_server.night_prefect", nullcontext)
+    monkeypatch.setattr("flows.production.moves.promote_flow", promoted)
+    assert main(["promote", "2", "--by", "ana"]) == 0
+    assert capsys.readouterr().out == move.line() + "\n"
+    assert main(["status"]) == 0
+    assert "Production: none (the agent's seed prompts)" in capsys.readouterr().out.splitlines()
 
 
 def test_a_night_whose_gate_refused_exits_4_with_the_gates_reason(tmp_path, monkeypatch, capsys):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from flows.night.runtime import check_run_id
+from flows.night.run_id import check_run_id
 from flows.plumbing.night_lock import LOCK_FILE, NightRunning, one_night
 from infra.errors import UserFacingError
 
@@ -15,7 +15,7 @@ HOLD = """
 import sys, time
 from pathlib import Path
 from flows.plumbing.night_lock import one_night
-with one_night(Path(sys.argv[1]), "20261201T020000Z", wait_s=0):
+with one_night(Path(sys.argv[1]), "night 20261201T020000Z", wait_s=0):
     print("holding", flush=True)
     time.sleep(600)
 """
@@ -28,7 +28,9 @@ def test_a_second_night_is_told_which_night_runs_and_a_killed_one_frees_the_fold
     try:
         assert holder.stdout.readline().strip() == "holding"
         started = time.monotonic()
-        with pytest.raises(NightRunning, match=r"night 20261201T020000Z, process \d+") as err:
+        with pytest.raises(
+            NightRunning, match=r"in use by night 20261201T020000Z \(process \d+"
+        ) as err:
             with one_night(tmp_path, "second", wait_s=0.5):
                 pass
         assert time.monotonic() - started >= 0.5  # it waited as long as it was told

@@ -251,22 +251,23 @@ async def test_load_adapter_retries_server_errors_and_raises_on_client_errors():
 
 
 async def test_load_adapter_does_not_block_the_event_loop():
-    async def slow(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(0.3)
-        return httpx.Response(200, text="Success")
-
-    ticks = 0
+    ticked = asyncio.Event()
 
     async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
+        for _ in range(10):
             await asyncio.sleep(0.01)
+        ticked.set()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        # the server answers once the loop has ticked ten times meanwhile: a count, not a
+        # time, so a slow machine waits longer instead of counting fewer ticks; a blocked
+        # loop never ticks, and the wait runs out
+        await asyncio.wait_for(ticked.wait(), timeout=60)
+        return httpx.Response(200, text="Success")
 
     ticker = asyncio.create_task(tick())
     await scripted(slow).load_adapter("a", "/srv/a")
-    ticker.cancel()
-    assert ticks >= 10  # the loop kept running while the server worked
+    assert ticker.done()  # the loop kept running while the server worked
 
 
 async def test_adapters_are_the_models_with_a_parent():
