@@ -1,5 +1,7 @@
 """Test-wide environment: everything local, quiet, and inside a temporary folder."""
 
+import asyncio
+import gc
 import os
 import tempfile
 from pathlib import Path
@@ -7,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.plumbing.environment import prepare_environment
+from infra.lm.heap import release_free_heap
 
 # Every process a test starts (the CLI's entry script, `python -c`, a Prefect worker)
 # imports flywheel from this clone, not from the checkout the environment's editable
@@ -42,3 +45,13 @@ def one_console_width(monkeypatch):
     by where it runs. Wide enough that no sentence wraps; a test of wrapping sets its own.
     Per test, not for the session: pytest's own report keeps the terminal's width."""
     monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def heap_returned_after_each_module():
+    """What a module's models and nights freed goes back to the OS as the module ends:
+    glibc keeps freed chunks in each thread's arena, and over the suite the process
+    would hold several GiB it no longer uses (`infra.lm.heap`)."""
+    yield
+    gc.collect()
+    asyncio.run(release_free_heap())

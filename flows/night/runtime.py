@@ -29,9 +29,11 @@ from infra.traces.factory import make_trace_source, production_prompts
 from infra.traces.prompt_hub import PromptHub, make_prompt_hub
 from infra.types import Example
 
+MODEL_ROLES = ("lm", "reflection_lm", "judge_lm")
+
 
 class Runtime:
-    __slots__ = ("settings", "_objects")
+    __slots__ = ("settings", "_objects", "_given")
 
     def __init__(
         self,
@@ -54,6 +56,26 @@ class Runtime:
             "registry": registry,
         }
         self._objects: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        self._given = set(self._objects)  # the caller's, to close: never closed here
+
+    def close(self) -> None:
+        """Let go of the in-process models this runtime loaded: their engines' threads hold
+        the weights for as long as the process lives otherwise. A later use loads them
+        again. A remote model's client holds only connections, gone with the object."""
+        loaded = {}  # one engine may serve several roles
+        for name in MODEL_ROLES:
+            model = None if name in self._given else self._objects.pop(name, None)
+            if model is not None:
+                loaded[id(model)] = model
+        for model in loaded.values():
+            if callable(close := getattr(model, "close", None)):
+                close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _get(self, name: str, build) -> Any:
         if name not in self._objects:
@@ -80,7 +102,7 @@ class Runtime:
     def call_tallies(self) -> list[CallTally]:
         """The fault counts of each distinct model the night has used (a backend that
         counts none, like the in-process one whose calls do not fail, gives none)."""
-        models = [self._objects.get(name) for name in ("lm", "reflection_lm", "judge_lm")]
+        models = [self._objects.get(name) for name in MODEL_ROLES]
         tallies = {id(t): t for m in models if (t := getattr(m, "tally", None)) is not None}
         return list(tallies.values())
 
@@ -160,6 +182,7 @@ class Runtime:
         """The same live objects under a flow run's knobs."""
         other = Runtime(self.settings.with_knobs(knobs))
         other._objects = self._objects  # shared: one model, one connection
+        other._given = self._given
         return other
 
     def preflight(self) -> None:

@@ -42,6 +42,6 @@ def night_door(settings: Settings, run_id: str) -> Iterator[Runtime]:
         # which read the environment the door sets when they load
         from flows.night.runtime import Runtime
 
-        runtime = Runtime(settings)
-        runtime.preflight()
-        yield runtime
+        with Runtime(settings) as runtime:  # its models let go as the night ends
+            runtime.preflight()
+            yield runtime

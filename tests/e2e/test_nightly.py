@@ -105,7 +105,22 @@ async def flow_run_parameters() -> dict:
         return run.parameters
 
 
-def test_nightly_registers_versions_with_metrics(tmp_path):
+@pytest.fixture
+def runtime_for():
+    """A runtime per night the test runs, whose models are let go of as the test ends: an
+    in-process night's engine holds its weights for the rest of the suite otherwise."""
+    built: list[Runtime] = []
+
+    def build(settings: Settings) -> Runtime:
+        built.append(Runtime(settings))
+        return built[-1]
+
+    yield build
+    for rt in built:
+        rt.close()
+
+
+def test_nightly_registers_versions_with_metrics(tmp_path, runtime_for):
     export = small_export(tmp_path / "export")
     settings = Settings(
         state_dir=tmp_path / "state",
@@ -130,7 +145,7 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
             "max_seq_length": 256,
         },
     )
-    rt = Runtime(settings)
+    rt = runtime_for(settings)
     with prefect_harness():
         report = asyncio.run(nightly(run_id="e2e", knobs=settings.knobs(), runtime=rt))
         # A second run of the same night reuses every finished stage: nothing is redone.
@@ -227,7 +242,9 @@ def test_nightly_registers_versions_with_metrics(tmp_path):
     assert {"report.html", "gate.png", "judge.png", "gepa.png", "trend.png", "time.png"} <= logged
 
 
-def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, caplog, capfd):
+def test_a_night_starts_from_production_and_builds_on_its_adapter(
+    tmp_path, runtime_for, caplog, capfd
+):
     """Production holds prompts and a LoRA adapter: the night measures against it, trains
     on from its adapter, and the candidate must beat it. Its traces carry secrets, which
     reach no store, result or log."""
@@ -260,7 +277,7 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
         registry.set_prompt_alias(name, PRODUCTION, version)
     registry.set_model_alias("agent", PRODUCTION, 1)
 
-    rt = Runtime(settings)
+    rt = runtime_for(settings)
     with prefect_harness():
         report = asyncio.run(nightly(run_id="n2", knobs=settings.knobs(), runtime=rt))
         results = Path(get_current_settings().results.local_storage_path)
@@ -280,7 +297,9 @@ def test_a_night_starts_from_production_and_builds_on_its_adapter(tmp_path, capl
     assert report.adapter_path is not None and report.registered.with_adapter
 
 
-def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizing(tmp_path):
+def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizing(
+    tmp_path, runtime_for
+):
     """No judge can reach the floor (1.01): GEPA and the LoRA round would optimize noise, so
     neither runs; the night aligns and registers the judge, asks for more labels, and its
     report says why."""
@@ -295,7 +314,7 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
             "lora": {"enabled": True, "max_steps": 4, "checkpoints": 2, "batch_size": 4},
         },
     )
-    rt = Runtime(settings)
+    rt = runtime_for(settings)
     with prefect_harness():
         report = asyncio.run(nightly(run_id="untrusted", knobs=settings.knobs(), runtime=rt))
 
@@ -332,7 +351,7 @@ def test_a_night_whose_judge_is_not_trusted_asks_for_labels_instead_of_optimizin
         assert "flywheel.judge.head" not in version.tags
 
 
-def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path):
+def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path, runtime_for):
     """`judge_lm` set: the judge's LoRA step trains from the judge's checkpoint and its
     adapter is served by the judge's engine, never the agent's (here a copy of the embedded
     model, loaded as a second engine)."""
@@ -352,7 +371,7 @@ def test_a_judge_model_of_its_own_trains_and_serves_the_judges_adapter(tmp_path)
             "lora": {"enabled": True, "max_steps": 2, "checkpoints": 1, "batch_size": 4},
         },
     )
-    rt = Runtime(settings)
+    rt = runtime_for(settings)
     with prefect_harness():
         report = asyncio.run(nightly(run_id="own-judge", knobs=settings.knobs(), runtime=rt))
 

@@ -1,4 +1,6 @@
-"""The runtime builds each distinct model once."""
+"""The runtime builds each distinct model once, and lets go of what it loaded."""
+
+import threading
 
 from flows.night.runtime import Runtime
 from infra.lm.catalogue import TEACHER
@@ -31,3 +33,28 @@ def test_the_embedded_teacher_judges_and_reflects_unless_told_otherwise(monkeypa
     assert settings.judge_lm.model_path == TEACHER.name and settings.lm.model_path == ""
     monkeypatch.setenv("FLYWHEEL_JUDGE_LM", "null")  # the judge runs on `lm`
     assert Settings().judge_lm is None and Settings().reflection == teacher()
+
+
+class Handed:
+    """A model the caller built and handed in: the caller's to close."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _batchers() -> int:
+    return sum(t.name == "lm-batcher" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_closed_runtime_lets_go_of_the_models_it_loaded_but_not_of_those_handed_in():
+    handed = Handed()
+    before = _batchers()
+    with Runtime(Settings(), judge_lm=handed) as rt:
+        loaded = rt.lm  # the embedded agent, in this process: an engine thread holds it
+        assert rt.reflection_lm is loaded and _batchers() == before + 1
+    assert _batchers() == before  # its thread ended: nothing holds the weights
+    assert not handed.closed and rt.judge_lm is handed
+    assert rt.lm is not loaded  # a later use loads it again
+    rt.close()
