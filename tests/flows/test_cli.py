@@ -300,6 +300,12 @@ def test_a_night_whose_gate_refused_exits_4_with_the_gates_reason(tmp_path, monk
         def preflight(self):
             pass
 
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
     async def night(run_id, knobs, runtime):
         decision = SimpleNamespace(passed=False, reason="held-out gain -0.02 is not above 0")
         return SimpleNamespace(promotion=decision)
