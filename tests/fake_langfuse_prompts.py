@@ -11,6 +11,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from langfuse import Langfuse
+from langfuse.api import LangfuseAPI
+
 PREFIX = "/api/public/v2/prompts"
 PROJECT = {
     "id": "proj-fake",
@@ -114,6 +117,14 @@ class FakeLangfusePrompts:
         handler = type("Handler", (_Handler,), {"store": self.store})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def sdk_api(self) -> LangfuseAPI:
+        """The real SDK's REST client, pointed at this fake (one key per server: the SDK
+        keeps one client per public key)."""
+        client = Langfuse(
+            public_key=f"pk-{self.host}", secret_key="sk", host=self.host, tracing_enabled=False
+        )
+        return client.api
 
     def __enter__(self) -> FakeLangfusePrompts:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

@@ -4,7 +4,6 @@ moves its aliases only once every version exists."""
 from dataclasses import replace
 
 import pytest
-from langfuse import Langfuse
 
 from flows.night.registration import register_versions
 from flows.night.runtime import Runtime
@@ -159,9 +158,7 @@ def test_a_passing_night_publishes_its_prompts_where_the_agent_reads_them_and_li
     with FakeLangfusePrompts() as fake:
         monkeypatch.setenv("LANGFUSE_HOST", fake.host)
         fake.store.create({"name": "router", "prompt": "seed", "labels": ["production"]})
-        api = Langfuse(
-            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
-        ).api
+        api = fake.sdk_api()
         settings = Settings(state_dir=tmp_path / "state")
         rt = Runtime(settings, registry=Registry(settings.mlflow))
         managed = TraceSettings(managed_prompts={"instructions": "router"})

@@ -7,7 +7,6 @@ import json
 from contextlib import contextmanager
 
 import pytest
-from langfuse import Langfuse
 
 from flows import nightly
 from flows.cli import main
@@ -25,24 +24,14 @@ from flows.production.promotion import (
 )
 from flows.report.status import render, status_data
 from infra.registry.mlflow_registry import Registry
-from infra.settings import Settings, StateSettings, TraceSettings
+from infra.settings import Settings, StateSettings
 from infra.traces.prompt_hub import PromptHub
-from tests.fake_langfuse_prompts import FakeLangfusePrompts
 from tests.flows.production.test_promotion import CFG, MODEL, gain_over, night
+from tests.flows.production.test_serving import langfuse_hub
 
 
 class Cut(Exception):
     """The command killed at one step of its move."""
-
-
-@contextmanager
-def langfuse_hub():
-    with FakeLangfusePrompts() as fake:
-        fake.store.create({"name": "router", "prompt": "seed", "labels": [PRODUCTION]})
-        api = Langfuse(
-            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
-        ).api
-        yield PromptHub(TraceSettings(managed_prompts={"instructions": "router"}), api=api)
 
 
 @contextmanager

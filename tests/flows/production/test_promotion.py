@@ -4,7 +4,6 @@ import asyncio
 import json
 
 import pytest
-from langfuse import Langfuse
 
 from flows.cli import main
 from flows.production import serving
@@ -151,9 +150,7 @@ def test_the_langfuse_production_label_moves_with_production(tmp_path, monkeypat
     with FakeLangfusePrompts() as fake:
         monkeypatch.setenv("LANGFUSE_HOST", fake.host)  # the UI is where the API is
         fake.store.create({"name": "router", "prompt": "seed text", "labels": ["production"]})
-        api = Langfuse(
-            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
-        ).api
+        api = fake.sdk_api()
         hub = PromptHub(TraceSettings(managed_prompts={"instructions": "router"}), api=api)
         registry = Registry(Settings(state_dir=tmp_path).mlflow)
 

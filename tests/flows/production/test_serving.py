@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import torch
-from langfuse import Langfuse
 from peft import LoraConfig, get_peft_model
 from transformers import Qwen2ForCausalLM
 
@@ -106,9 +105,7 @@ async def loaded(url: str) -> list[str]:
 def langfuse_hub():
     with FakeLangfusePrompts() as fake:
         fake.store.create({"name": "router", "prompt": "seed", "labels": [PRODUCTION]})
-        api = Langfuse(
-            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
-        ).api
+        api = fake.sdk_api()
         yield PromptHub(TraceSettings(managed_prompts={"instructions": "router"}), api=api)
 
 

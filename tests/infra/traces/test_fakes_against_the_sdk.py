@@ -18,7 +18,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
-from langfuse import Langfuse
 from langfuse.api import CreateChatPromptRequest, CreateTextPromptRequest, NotFoundError
 from langfuse.api.annotation_queues import AnnotationQueueObjectType, AnnotationQueueStatus
 from langfuse.api.annotation_queues.client import AnnotationQueuesClient
@@ -132,9 +131,7 @@ def test_the_score_writer_answers_like_the_sdk_s_202_and_207():
 def sdk():
     """The SDK's API client against the HTTP fake of the prompts API."""
     with FakeLangfusePrompts() as fake:
-        yield Langfuse(
-            public_key=f"pk-{fake.host}", secret_key="sk", host=fake.host, tracing_enabled=False
-        ).api
+        yield fake.sdk_api()
 
 
 def test_the_prompts_fake_answers_the_sdk_with_its_models(sdk):

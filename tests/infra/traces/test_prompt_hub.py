@@ -1,7 +1,6 @@
 """Langfuse prompt management through the real SDK, against a local fake of its API."""
 
 import pytest
-from langfuse import Langfuse
 
 from infra.settings import TraceSettings
 from infra.traces.factory import production_prompts
@@ -16,13 +15,7 @@ def fake():
 
 
 def hub(fake, **managed) -> PromptHub:
-    api = Langfuse(
-        # one key per server: the SDK keeps one client per public key
-        public_key=f"pk-{fake.host}",
-        secret_key="sk-test",
-        host=fake.host,
-        tracing_enabled=False,
-    ).api
+    api = fake.sdk_api()
     return PromptHub(TraceSettings(managed_prompts=managed), api=api)
 
 
