@@ -41,6 +41,9 @@ from infra.lm.engine.prefix import PrefixCache, group_by_prefix
 from infra.lm.engine.thread_governor import ThreadGovernor
 
 ANY_ADAPTER = object()  # a call that may run whatever adapter is active
+# The widest KV slab the start-up check tries (8192 columns: SmolLM2's whole context).
+# Wider slabs exist only past it, where the check's memory would grow with the context.
+CHECKED_CONTEXT = 8192
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ class Batcher:
                     fused.kv_heads,
                     fused.heads // fused.kv_heads,
                     fused.head_dim,
+                    context=min(self.max_positions, CHECKED_CONTEXT),
                 )
             )
         adapt = self.adapt_threads and not self.plan.threads_change_bits

@@ -5,7 +5,11 @@ cost per op. transformers runs 7 projections per layer and ~1,000 small ops per 
 here q/k/v are one matmul and gate/up another (4 per layer), all on weights packed once
 for oneDNN (`packed_linear`), and nothing else is computed. A prefill puts every prompt's
 tokens through the same products as one block of rows, with no padding, and attends per
-prompt in fixed chunks (`attention`); a step attends over the KV slab. The rotary tables
+prompt in fixed chunks (`attention`), always on all the engine's threads: PyTorch's CPU
+attention picks its path by the thread count, so a 1- or 3-query chunk (a prompt 64k + 1
+or + 3 tokens long) got other log-probabilities on one thread (AMD EPYC, AVX2, fp32), and
+the governor drops to one thread while other processes hold the cores. A step attends
+over the KV slab. The rotary tables
 come from the model's own module; in float32 the logits equal transformers' forward up to
 summation order (tests/infra/lm/engine/: test_fused_decode.py, test_qwen2.py). Qwen2's
 q/k/v biases ride in the q/k/v product (`architectures` says which checkpoints run).
@@ -36,6 +40,7 @@ from infra.lm.engine.kv_slab import KVSlab, Layers
 from infra.lm.engine.packed_linear import PackedLinear, packs
 from infra.lm.engine.row_plan import RowPlan
 from infra.lm.engine.score_head import ScoreHead
+from infra.lm.engine.thread_governor import at_threads
 
 ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
 QKV = ATTENTION[:3]
@@ -109,6 +114,8 @@ class FusedDecoder:
         self.rotary = model.model.rotary_emb
         self.norm = model.model.norm.weight
         self.attention: DecodeAttention = DECODE_KERNELS["one-shot"]
+        # a prompt's attention runs on these threads whatever the governor set (see above)
+        self.prompt_threads = torch.get_num_threads()
         self.base = self._pack({}, base=None)
 
     def use_attention(self, kernel: str) -> None:
@@ -253,6 +260,10 @@ class FusedDecoder:
         kv: list[Layers] = [[] for _ in prompts]
 
         def attend(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+            with at_threads(self.prompt_threads):
+                return attend_prompts(index, q, k, v)
+
+        def attend_prompts(index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
             out = torch.empty_like(q)  # [tokens, heads, dim]
             for p, at, own in zip(prompts, offsets, kv, strict=False):
                 keys, values = k[at : at + len(p.ids)].transpose(0, 1), v[at : at + len(p.ids)]

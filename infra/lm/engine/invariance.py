@@ -7,19 +7,21 @@ row's sums run over a slab padded to its neighbours' lengths). Prompts are atten
 at a time in fixed chunks, so their shapes never depend on a batch (`attention`).
 
 Both parts run here on random inputs: rows alone, then among others in batches of many
-sizes, at another position, and on one thread as well as all (the engine drops to one
-thread while other processes compete for its cores). The first candidate under which no
-row's bits move is used, cheapest first: products with any row count, then at least m
-rows per call, then fixed tiles, then one row per call; attention as one matmul, then in
-fixed blocks, then per row. Kernels are chosen by shape, never by value, so the verdict
-holds for the real weights and activations. `EnginePlan.describe()` says what this CPU
+sizes, at another position, in slabs as wide as the model's context, and on one thread
+as well as all (the engine drops to one thread while other processes compete for its
+cores). The first candidate under which no row's bits move is used, cheapest first:
+products with any row count, then at least m rows per call, then fixed tiles, then one
+row per call; attention as one matmul, then in fixed blocks, then per row. If either
+part's bits move with the thread count, the thread count stays fixed. (A prompt's
+attention is not checked: it always runs on all the engine's threads, see
+`fused_decode`.) Kernels are chosen by shape, never by value, so the verdict holds for
+the real weights and activations. `EnginePlan.describe()` says what this CPU
 got; `flywheel serve-model` and `make bench-lm` print it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +31,7 @@ from infra.lm.engine.cpu import cpu_summary
 from infra.lm.engine.packed_linear import PackedLinear
 from infra.lm.engine.row_plan import RowPlan
 from infra.lm.engine.score_head import ScoreHead
+from infra.lm.engine.thread_governor import at_threads
 
 Product = PackedLinear | ScoreHead
 
@@ -53,16 +56,6 @@ def _candidates(max_rows: int) -> list[RowPlan]:
         *(RowPlan(tile=t) for t in (16, 32, 64)),
         RowPlan(tile=1),
     ]
-
-
-@contextmanager
-def _threads(n: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _keeps_rows(run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, sizes) -> bool:
@@ -116,7 +109,7 @@ def _threads_move(run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) 
     if torch.get_num_threads() == 1:
         return False
     everyone = [run(x[:n]) for n in ONE_THREAD_SIZES]
-    with _threads(1):
+    with at_threads(1):
         alone = [run(x[:n]) for n in ONE_THREAD_SIZES]
     return not all(torch.equal(a, b) for a, b in zip(everyone, alone, strict=True))
 
@@ -131,58 +124,94 @@ class AttentionCheck:
 _attention_checks: dict[tuple, AttentionCheck] = {}
 
 
-def check_attention(kv_heads: int, group: int, dim: int, dtype: torch.dtype) -> AttentionCheck:
+def check_attention(
+    kv_heads: int, group: int, dim: int, dtype: torch.dtype, context: int = 8192
+) -> AttentionCheck:
     """The first decode attention kernel under which a row's output does not depend on the
-    slab's width, on its neighbours or on its position among them."""
-    key = (kv_heads, group, dim, dtype, torch.get_num_threads())
+    slab's width (up to `context` columns), on its neighbours or on its position among
+    them."""
+    key = (kv_heads, group, dim, dtype, context, torch.get_num_threads())
     if key in _attention_checks:
         return _attention_checks[key]
-    generator = torch.Generator().manual_seed(0)
-    rows, widest = 65, 5 * BLOCK  # up to 64 concurrent requests beside the followed one
-    # q as the engine passes it: the head of each row's rotated q and k [rows, q + k heads,
-    # dim], so not contiguous. On an AVX2 EPYC one matmul over a contiguous q kept every
-    # row's bits, over this layout one row alone took another path than two or more.
-    heads = kv_heads * group
-    qk = torch.randn(rows, heads + kv_heads, dim, generator=generator).mul_(dim**-0.5).to(dtype)
-    keys, values = (
-        torch.randn(rows, kv_heads, widest, dim, generator=generator).to(dtype) for _ in "kv"
-    )
-    lengths = torch.randint(1, 2 * BLOCK, (rows,), generator=generator)
-    lengths[0] = BLOCK + 37  # crosses a block edge
-    for r, n in enumerate(lengths.tolist()):  # left-aligned, zeros after: as in the slab
-        keys[r, :, n:] = 0
-        values[r, :, n:] = 0
-
-    def run(kernel, picked: torch.Tensor, width: int) -> torch.Tensor:
-        n = lengths[picked]
-        bias = torch.zeros(len(picked), width).masked_fill_(
-            torch.arange(width) >= n[:, None], float("-inf")
-        )
-        q = qk[picked][:, :heads].view(len(picked), kv_heads, group, dim)
-        return kernel(q, keys[picked, :, :width], values[picked, :, :width], bias[:, None, None], n)
+    slabs = [_Slab(65, 5 * BLOCK, (BLOCK + 37,), kv_heads, group, dim, dtype)]
+    # The slab is as wide as its longest row, which depends on which requests run beside
+    # a row, so on timing: every width a kernel may switch at, up to the context.
+    widest = -(-context // BLOCK) * BLOCK
+    if widest > 5 * BLOCK:
+        long_rows = (5 * BLOCK + 11, min(widest // 2, 20 * BLOCK) + 3)
+        slabs.append(_Slab(7, widest, long_rows, kv_heads, group, dim, dtype))
 
     def holds(kernel) -> bool:
-        followed = 0
-        alone = run(kernel, torch.tensor([followed]), 2 * BLOCK)[0]
-        for width in (2 * BLOCK, 3 * BLOCK, widest):
-            for batch in (2, 7, 33, rows):
-                at = min(SHIFT, batch - 1)  # the followed row among `batch - 1` others
-                others = [r for r in range(rows) if r != followed][: batch - 1]
-                order = torch.tensor(others[:at] + [followed] + others[at:])
-                if not torch.equal(run(kernel, order, width)[at], alone):
-                    return False
-        return True
+        return all(slab.keeps_followed_row(kernel) for slab in slabs)
 
     for name, kernel in DECODE_KERNELS.items():
         if holds(kernel):
-            everyone = run(kernel, torch.arange(rows), widest)
-            with _threads(1):
-                moved = not torch.equal(run(kernel, torch.arange(rows), widest), everyone)
-            _attention_checks[key] = AttentionCheck(name, True, moved)
+            narrow = slabs[0]
+            everyone = narrow.run(kernel, torch.arange(narrow.rows), narrow.widest)
+            with at_threads(1):
+                alone = narrow.run(kernel, torch.arange(narrow.rows), narrow.widest)
+            _attention_checks[key] = AttentionCheck(name, True, not torch.equal(alone, everyone))
             break
     else:
         _attention_checks[key] = AttentionCheck("per-row", False, True)
     return _attention_checks[key]
+
+
+class _Slab:
+    """Random rows laid out as the engine's KV slab: rows 0..len(followed)-1 are the
+    followed ones, at those lengths; the others have random lengths up to `widest`."""
+
+    def __init__(self, rows, widest, followed, kv_heads, group, dim, dtype):
+        generator = torch.Generator().manual_seed(0)
+        self.rows, self.widest, self.followed = rows, widest, followed
+        self.kv_heads, self.group, self.dim = kv_heads, group, dim
+        heads = kv_heads * group
+        # q as the engine passes it: the head of each row's rotated q and k [rows, q + k
+        # heads, dim], so not contiguous. On an AVX2 EPYC one matmul over a contiguous q
+        # kept every row's bits, over this layout one row alone took another path.
+        self.qk = torch.randn(rows, heads + kv_heads, dim, generator=generator)
+        self.qk = self.qk.mul_(dim**-0.5).to(dtype)
+        self.keys, self.values = (
+            torch.randn(rows, kv_heads, widest, dim, generator=generator).to(dtype) for _ in "kv"
+        )
+        self.lengths = torch.randint(1, widest, (rows,), generator=generator)
+        self.lengths[: len(followed)] = torch.tensor(followed)
+        for r, n in enumerate(self.lengths.tolist()):  # left-aligned, zeros after
+            self.keys[r, :, n:] = 0
+            self.values[r, :, n:] = 0
+
+    def run(self, kernel, picked: torch.Tensor, width: int) -> torch.Tensor:
+        n = self.lengths[picked]
+        bias = torch.zeros(len(picked), width).masked_fill_(
+            torch.arange(width) >= n[:, None], float("-inf")
+        )
+        heads = self.kv_heads * self.group
+        q = self.qk[picked][:, :heads].view(len(picked), self.kv_heads, self.group, self.dim)
+        keys, values = self.keys[picked, :, :width], self.values[picked, :, :width]
+        return kernel(q, keys, values, bias[:, None, None], n)
+
+    def widths(self, length: int) -> list[int]:
+        """The row's own width, one block more, then doubling up to the widest."""
+        own = (length // BLOCK + 1) * BLOCK  # room for the step's own column
+        wider = [own, own + BLOCK]
+        while wider[-1] * 2 <= self.widest:
+            wider.append(wider[-1] * 2)
+        return sorted({w for w in [*wider, self.widest] if own <= w <= self.widest})
+
+    def keeps_followed_row(self, kernel) -> bool:
+        for followed, length in enumerate(self.followed):
+            widths = self.widths(length)
+            alone = self.run(kernel, torch.tensor([followed]), widths[0])[0]
+            others = [r for r in range(self.rows) if r != followed]
+            for width in widths:
+                # the others' lengths may exceed a narrow width: they are cut there, which
+                # changes their rows, not the followed one
+                for batch in sorted({1, 2, 7, 33, self.rows} & set(range(1, self.rows + 1))):
+                    at = min(SHIFT, batch - 1)  # the followed row among `batch - 1` others
+                    order = torch.tensor(others[:at] + [followed] + others[at : batch - 1])
+                    if not torch.equal(self.run(kernel, order, width)[at], alone):
+                        return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -223,10 +252,15 @@ class EnginePlan:
 
 
 def check_engine(
-    body: list[PackedLinear], heads: list[Product], kv_heads: int, group: int, dim: int
+    body: list[PackedLinear],
+    heads: list[Product],
+    kv_heads: int,
+    group: int,
+    dim: int,
+    context: int = 8192,
 ) -> EnginePlan:
     """Check every distinct product shape (layers' and vocabulary heads') and the decode
-    attention."""
+    attention over slabs up to `context` columns."""
     products, holds, moved = {}, True, False
     for linears, max_rows, sizes in (
         (body, BODY_MAX_ROWS, BODY_SIZES),
@@ -238,7 +272,7 @@ def check_engine(
                 products[linear.key] = check.plan
                 holds &= check.holds
                 moved |= check.threads_change_bits
-    attention = check_attention(kv_heads, group, dim, body[0].dtype)
+    attention = check_attention(kv_heads, group, dim, body[0].dtype, context)
     return EnginePlan(
         products=products,
         attention=attention.kernel,

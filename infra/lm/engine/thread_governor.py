@@ -13,7 +13,8 @@ pause that doubles each time the contention is still there.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -22,6 +23,21 @@ SCHEDSTAT = Path("/proc/thread-self/schedstat")  # on-CPU ns, run-queue wait ns,
 CONTENDED = 0.2  # waited this share of the window for a core: drop to one thread
 FREE = 0.05  # waited less than this on one thread: the cores may be free again
 FIRST_PAUSE_S, LONGEST_PAUSE_S = 2.0, 60.0
+
+
+@contextmanager
+def at_threads(n: int | None) -> Iterator[None]:
+    """Run the block on `n` torch threads (None: as it is), then go back to the count
+    before; no switch when it is already `n`."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def waited_s() -> float | None:

@@ -97,3 +97,20 @@ def test_the_engine_check_rejects_a_kernel_that_moves_a_lone_row_of_the_engines_
     monkeypatch.setattr(invariance, "DECODE_KERNELS", kernels)
     monkeypatch.setattr(invariance, "_attention_checks", {})
     assert invariance.check_attention(3, 3, 16, torch.float32).kernel == "blocked"
+
+
+def test_the_engine_check_rejects_a_kernel_that_moves_a_long_row_in_a_wide_slab(monkeypatch):
+    """On an AVX2 EPYC, one bf16 matmul kept every row's bits up to 320 columns, the
+    widest the check used to try, but a row of 1,283 tokens among others took another path
+    than alone (the 1.5B teacher's heads). A slab is as wide as its longest row, so the
+    check tries widths up to the context."""
+
+    def long_rows_in_company_move(q, keys, values, bias, lengths):
+        out = blocked(q, keys, values, bias, lengths)  # holds on any CPU: only the skew moves
+        return out + 1e-3 if keys.shape[2] > 1024 and q.shape[0] > 1 else out
+
+    kernels = {"one-shot": long_rows_in_company_move, "blocked": blocked}
+    monkeypatch.setattr(invariance, "DECODE_KERNELS", kernels)
+    monkeypatch.setattr(invariance, "_attention_checks", {})
+    assert invariance.check_attention(3, 3, 16, torch.float32, context=320).kernel == "one-shot"
+    assert invariance.check_attention(3, 3, 16, torch.float32, context=2048).kernel == "blocked"
