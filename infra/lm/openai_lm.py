@@ -22,6 +22,7 @@ from infra.lm.calls import (
 )
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
+from infra.lm.tools import Tool, call_from, check_tools
 from infra.settings import LMSettings
 
 # What a choice scores when its first token is not among the top 20 the server returns
@@ -166,8 +167,12 @@ class OpenAILM:
         adapter: str | None = None,
         seed: int | None = None,
         model: str | None = None,
+        tools: list[Tool] | None = None,
     ) -> Completion:
         extra: dict[str, Any] = {}
+        if tools:
+            check_tools(tools)
+            extra["tools"] = tools
         if stop:
             extra["stop"] = stop
         if seed is not None:
@@ -188,11 +193,13 @@ class OpenAILM:
         content = choice.logprobs.content if choice.logprobs else None
         if extra.get("logprobs") and not content:
             raise self._failed("malformed", "the reply has no log-probabilities")
+        calls = [call_from(c.model_dump()) for c in choice.message.tool_calls or []]
         return Completion(
             text=choice.message.content or "",
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
             token_logprobs=[t.logprob for t in content] if content else None,
             finish_reason=choice.finish_reason or "stop",
+            tool_calls=[c for c in calls if c is not None],
         )
 
     async def complete_batch(self, batch: list[list[Message]], **params) -> list[Completion]:

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+from infra.lm.tools import ToolCall
+
+# {"role": "system" | "user" | "assistant" | "tool", "content": ...}; in a tool-calling
+# chat an assistant turn may carry `tool_calls` and a tool turn its `tool_call_id`
+# (OpenAI's shapes, see `infra.lm.tools`)
+Message = dict[str, Any]
 
 
 @dataclass
@@ -27,7 +32,8 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     # log-probability of each generated token, when asked for with logprobs=True
     token_logprobs: list[float] | None = None
-    finish_reason: str = "stop"  # "stop" | "length"
+    finish_reason: str = "stop"  # "stop" | "length" | "tool_calls"
+    tool_calls: list[ToolCall] = field(default_factory=list)  # asked for, given `tools`
 
 
 @runtime_checkable
@@ -36,8 +42,10 @@ class LM(Protocol):
 
     `complete` params: max_tokens (int), temperature (float, 0 = greedy), stop
     (list[str]), logprobs (bool), adapter (str | None: a LoRA adapter name the backend
-    knows, None for the base model), seed (int); an OpenAI-compatible backend also takes
-    model (str | None: another model its server serves, None for the configured one).
+    knows, None for the base model), seed (int), tools (list of OpenAI-style tool
+    definitions: the reply's calls come back in `Completion.tool_calls`); an
+    OpenAI-compatible backend also takes model (str | None: another model its server
+    serves, None for the configured one).
     """
 
     async def complete(self, messages: list[Message], **params) -> Completion: ...

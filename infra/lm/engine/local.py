@@ -23,6 +23,14 @@ from infra.lm.engine.features import FeatureReader
 from infra.lm.engine.readings import Readings
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
+from infra.lm.tools import (
+    Tool,
+    check_tools,
+    for_template,
+    parse_tool_calls,
+    template_reads_tools,
+    with_tools_described,
+)
 from infra.settings import LMSettings
 
 
@@ -55,6 +63,8 @@ class LocalLM:
         path = resolve_model_path(settings.model_path)
         self.base_model_path = str(path)  # the base checkpoint, which LoRA training starts from
         self.tokenizer = AutoTokenizer.from_pretrained(path)
+        # a template that renders `tools` gets them as they are; others in the system turn
+        self.native_tools = template_reads_tools(self.tokenizer.chat_template)
         check_supported(AutoConfig.from_pretrained(path), str(path))  # before reading weights
         self.dtype = pick_dtype(settings.dtype)
         engine_model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).eval()
@@ -118,17 +128,28 @@ class LocalLM:
         if not self.batcher.has_adapter(adapter):
             raise KeyError(f"unknown adapter {adapter!r}; loaded: {self.batcher.adapters}")
 
-    def prompt_ids(self, messages: list[Message]) -> list[int]:
+    def prompt_ids(self, messages: list[Message], tools: list[Tool] | None = None) -> list[int]:
+        """The chat's tokens as the model's template renders it, tools included (their
+        tokens count as the prompt's)."""
+        chat = for_template(messages, self.native_tools)
+        if tools and not self.native_tools:
+            chat = with_tools_described(chat, tools)
         return self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            chat,
+            tools=tools if tools and self.native_tools else None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
         )
 
-    def _fitting(self, messages: list[Message], after: int) -> list[int]:
+    def _fitting(self, messages: list[Message], after: int, tools: list[Tool] | None = None):
         """The prompt's tokens, counted as a call; a prompt that leaves no room for `after`
         more tokens in the context is refused alone, as a server answers 400, before it
         can take its batch down with it."""
+        if tools:
+            check_tools(tools)
         self.tally.call()
-        ids = self.prompt_ids(messages)
+        ids = self.prompt_ids(messages, tools)
         limit = self.batcher.max_positions
         if len(ids) + after > limit:
             self.tally.attempt_failed("refused")
@@ -148,10 +169,11 @@ class LocalLM:
         top_logprobs: int = 0,
         adapter: str | None = None,
         seed: int | None = None,
+        tools: list[Tool] | None = None,
     ) -> LocalCompletion:
         self._check_adapter(adapter)
         request = Request(
-            prompt_ids=self._fitting(messages, after=1),
+            prompt_ids=self._fitting(messages, after=1, tools=tools),
             max_new_tokens=max_tokens,
             temperature=temperature,
             seed=seed,
@@ -163,6 +185,10 @@ class LocalLM:
         )
         done = self._completion(await self.batcher.generate(request), request)
         self.tally.tokens(done.usage.prompt_tokens, done.usage.completion_tokens)
+        if tools:
+            done.text, done.tool_calls = parse_tool_calls(done.text)
+            if done.tool_calls:
+                done.finish_reason = "tool_calls"
         return done
 
     def _completion(self, gen: Generation, request: Request) -> LocalCompletion:

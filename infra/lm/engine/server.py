@@ -5,7 +5,8 @@ picks the base model or a loaded adapter by name, as vLLM does with LoRA modules
 `POST /v1/load_lora_adapter` loads one at run time, as vLLM's endpoint of that name does:
 same body, same plain-text answer, and a loaded name is replaced only with `load_inplace`.
 `/v1/models` lists each adapter as vLLM does, with the base model as its `parent`, which
-is how `OpenAILM.adapters` tells them apart.
+is how `OpenAILM.adapters` tells them apart. A request's `tools` reach the model through
+its chat template (`infra.lm.tools`) and its calls come back as `tool_calls`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, HTTPException
@@ -28,7 +30,9 @@ from infra.settings import LMSettings
 
 class ChatMessage(BaseModel):
     role: str
-    content: str
+    content: str | None = None  # None on an assistant turn that only called tools
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
 
 
 class UnloadAdapterRequest(BaseModel):
@@ -53,6 +57,7 @@ class ChatRequest(BaseModel):
     n: int = 1
     seed: int | None = None
     stream: bool = False
+    tools: list[dict[str, Any]] | None = None
 
 
 def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = None) -> FastAPI:
@@ -103,7 +108,7 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
         stop = [request.stop] if isinstance(request.stop, str) else request.stop
         try:
             done = await lm.complete(
-                [m.model_dump() for m in request.messages],
+                [m.model_dump(exclude_none=True) for m in request.messages],
                 max_tokens=request.max_completion_tokens or request.max_tokens or 256,
                 temperature=request.temperature,
                 stop=stop,
@@ -111,10 +116,15 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
                 top_logprobs=(request.top_logprobs or 0) if request.logprobs else 0,
                 adapter=None if request.model == model_name else request.model,
                 seed=request.seed,
+                tools=request.tools,
             )
         except (ValueError, ModelCallFailed) as error:  # e.g. a prompt longer than the context
             raise HTTPException(400, str(error)) from error
         usage = done.usage
+        message: dict[str, Any] = {"role": "assistant", "content": done.text}
+        if done.tool_calls:
+            message["tool_calls"] = [call.openai(i) for i, call in enumerate(done.tool_calls)]
+            message["content"] = done.text or None
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -123,7 +133,7 @@ def create_app(lm: LocalLM, model_name: str, adapters: dict[str, Path] | None = 
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": done.text},
+                    "message": message,
                     "logprobs": _logprobs(done) if request.logprobs else None,
                     "finish_reason": done.finish_reason,
                 }

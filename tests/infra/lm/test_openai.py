@@ -23,6 +23,7 @@ from infra.lm.protocol import AdapterLM
 from infra.settings import LMSettings
 from tests.fake_openai import chat_completion
 from tests.fakes import random_lora_adapter
+from tests.tool_chats import FIND, SHOWN_THEN_ASKED
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 JSON = {"content-type": "application/json"}
@@ -368,3 +369,48 @@ async def test_tokens_and_their_cost_are_counted_per_stage():
     stage = lm.tally.stage("prompts")
     assert (stage.calls, stage.prompt_tokens, stage.completion_tokens) == (2, 10, 2)
     assert stage.cost_usd == pytest.approx((10 * 1.0 + 2 * 2.0) / 1e6)
+
+
+async def test_tools_go_to_the_server_and_its_calls_come_back():
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        body = reply("")
+        body["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_9",
+                    "type": "function",
+                    "function": {"name": "find_slot", "arguments": '{"day": "Monday"}'},
+                }
+            ],
+        }
+        body["choices"][0]["finish_reason"] = "tool_calls"
+        return httpx.Response(200, json=body)
+
+    done = await scripted(handler).complete(ASK, tools=[FIND])
+    assert seen[0]["tools"] == [FIND]
+    assert [(c.name, c.arguments, c.id) for c in done.tool_calls] == [
+        ("find_slot", {"day": "Monday"}, "call_9")
+    ]
+    assert done.finish_reason == "tool_calls" and done.text == ""
+    plain = await scripted(handler).complete(ASK)  # no tools asked: none sent
+    assert plain.tool_calls and "tools" not in seen[1]
+
+
+@pytest.mark.slow
+async def test_tools_through_the_local_server(served):
+    served_lm, base_url = served
+    lm = OpenAILM(LMSettings(backend="openai", base_url=base_url, model="base"))
+    chat = SHOWN_THEN_ASKED
+    done = await lm.complete(chat, tools=[FIND], max_tokens=40)
+    engine = await served_lm.complete(chat, tools=[FIND], max_tokens=40)
+    assert done.tool_calls and [c.key() for c in done.tool_calls] == [
+        c.key() for c in engine.tool_calls
+    ]
+    assert done.finish_reason == "tool_calls"
+    assert done.usage.prompt_tokens == len(served_lm.prompt_ids(chat, [FIND]))
+    await lm.aclose()
