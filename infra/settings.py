@@ -543,6 +543,16 @@ class PromotionSettings(Section):
     """Paired bootstrap resamples for the gain's 95% interval."""
 
 
+class ReplaySettings(Section):
+    """How a replayed agent (agent = "replay") answers the tool calls a candidate makes."""
+
+    tool_functions: dict[str, str] = Field(default_factory=dict)
+    """Tool name -> an offline stand-in for it, as "package.module:function" (it takes the
+    call's arguments as a dict and returns the result). Asked only for a call that no trace
+    recorded; nothing else is ever called, so a call reaches a live system only through a
+    function named here."""
+
+
 class EvalSettings(Section):
     """Held-out evaluation against true labels, never used for selection."""
 
@@ -739,6 +749,8 @@ class Settings(BaseSettings):
     settings are equal are loaded once (the teacher judges and reflects in one engine)."""
     traces: TraceSettings = Field(default_factory=TraceSettings)
     """Where traces and annotations come from."""
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    """A replayed agent's tool calls."""
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     """Aligning the judge."""
     agent_opt: AgentOptSettings = Field(default_factory=AgentOptSettings)

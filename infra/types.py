@@ -43,3 +43,6 @@ class Rollout:
     # every call of a multi-step run in order, the last being `messages` -> `output`;
     # empty for an agent that makes one call
     steps: list[Step] = field(default_factory=list)
+    # a replayed tool-calling run: how many of its tool calls were reused, looked up,
+    # simulated or stopped at (`infra.agents.tool_policy`)
+    tool_steps: dict[str, int] = field(default_factory=dict)

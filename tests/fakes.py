@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from infra.lm import Completion, Usage
+from infra.lm.tools import parse_tool_calls
 
 Messages = list[dict[str, str]]
 
@@ -41,9 +42,15 @@ class ScriptedLM:
         self.feature_calls: list[Messages] = []  # features read for a reward head
 
     async def complete(self, messages: Messages, **params) -> Completion:
+        """Given `tools`, the reply's `<tool_call>` blocks are its calls, as the local
+        engine reads them."""
         self.calls.append(messages)
         text = self.reply(messages)
-        return Completion(text=text, usage=Usage(len(str(messages)), len(text.split())))
+        done = Completion(text=text, usage=Usage(len(str(messages)), len(text.split())))
+        if params.get("tools"):
+            done.text, done.tool_calls = parse_tool_calls(text)
+            done.finish_reason = "tool_calls" if done.tool_calls else "stop"
+        return done
 
     async def complete_batch(self, batch: list[Messages], **params) -> list[Completion]:
         return [await self.complete(m, **params) for m in batch]

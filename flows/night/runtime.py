@@ -17,6 +17,7 @@ from flows.night.run_id import check_run_id
 from infra.agents import Agent, load_agent
 from infra.agents.contract import check_agent
 from infra.agents.replay import REPLAY, ReplayAgent
+from infra.agents.tool_policy import load_tool_functions
 from infra.errors import UserFacingError
 from infra.labels import LabelStore
 from infra.lm import LM, CallTally
@@ -142,7 +143,15 @@ class Runtime:
                 f"from, and none has a production version (prompts on the traces: {found}): "
                 "link each generation to its prompt (update_current_generation(prompt=...))."
             )
-        agent = ReplayAgent(prompts, recorded_models=self.settings.lm.replay_recorded_models)
+        try:
+            functions = load_tool_functions(self.settings.replay.tool_functions)
+        except ValueError as error:
+            raise UserFacingError(str(error)) from error
+        agent = ReplayAgent(
+            prompts,
+            recorded_models=self.settings.lm.replay_recorded_models,
+            tool_functions=functions,
+        )
         check_agent(agent, repr(REPLAY))
         return agent
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,8 @@ class Evaluation:
     slices: dict[str, str] = field(default_factory=dict)
     by_labels: bool = False  # every score is against a true label
     failed: int = 0  # examples left out: a model call failed for good
+    # a replayed tool-calling agent: its tool calls by how they were answered
+    tool_steps: dict[str, int] = field(default_factory=dict)
 
 
 def gepa_config(
@@ -376,6 +379,7 @@ async def evaluate_agent(
         slices={ex.id: s for ex in examples if (s := slice_of(ex)) is not None},
         by_labels=bool(rollouts) and not judged,
         failed=len(examples) - len(rollouts),
+        tool_steps=dict(sum((Counter(r.tool_steps) for r in rollouts), Counter())),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from flows.night.fast_slow import KIND_NAMES
 from flows.night.stages import PromptStage
 from flows.report.figures import prompt_diffs
 from flows.report.night_report import NightReport
+from infra.agents.tool_policy import tally
 
 # The primary agreement statistics (`judges.agreement.primary_metric`), for people.
 STATISTICS = {"kappa": "κ", "weighted_kappa": "weighted κ", "spearman": "Spearman ρ"}
@@ -93,6 +95,18 @@ def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
         )
     )
     return rows
+
+
+def tool_line(report: NightReport) -> str | None:
+    """How the candidate's held-out replay answered its tool calls, if it made any."""
+    candidate = report.evals.get("candidate")
+    if candidate is None or not candidate.tool_steps:
+        return None
+    return (
+        "Tool calls in the candidate's held-out replay: "
+        f"{tally(Counter(candidate.tool_steps))} (reused: the trace's own result; looked up: "
+        "another trace's; simulated: replay.tool_functions; stopped: judged on the call)."
+    )
 
 
 def _proposals(stage: PromptStage) -> str:
@@ -347,8 +361,10 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
     if replay := report.collected.get("not_replayable", 0):
         console.print(
             f"[yellow]{replay} traces could not be replayed: a tool in them took a replayed "
-            "step's output as its arguments, and tools are never re-run (see the log)."
+            "step's text output as its arguments, and tools are never re-run (see the log)."
         )
+    if line := tool_line(report):
+        console.print(line, markup=False)
     if report.registered:
         console.print(report.registered.describe())
     for line in promotion_lines(report):
@@ -389,6 +405,8 @@ def render_markdown(
         ] + calls
     if table := disagreement_table(report):
         lines += [""] + table
+    if line := tool_line(report):
+        lines += ["", line]
     if report.registered:
         lines += ["", report.registered.describe()]
     lines += promotion_lines(report)

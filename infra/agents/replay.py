@@ -6,19 +6,30 @@ prompt is rendered again from the candidate's text with the variables recorded o
 night's model (with `lm.replay_recorded_models`, to the model it recorded). A variable
 whose recorded value was an earlier step's output gets that step's new output instead
 (declared in `metadata["prompt_variable_sources"]` as variable -> step name, or inferred:
-the value is that output verbatim, and no input an earlier step took too). Tool calls are
-never re-run: their recorded outputs are reused. A tool whose arguments held a replayed
-step's output would see other arguments, so what reads that tool's output cannot be
-replayed: the trace is left out, named, and counted. Only the steps the last reply
-depends on are run.
+the value is that output verbatim, and no input an earlier step took too). Only the
+steps the last reply depends on are run.
+
+A generation offered tools (recorded as Langfuse's OpenAI integration does: `tools` beside
+the messages, `tool_calls` in the reply) starts a tool loop: it, the tools it called and
+the generations of the same prompt that read their results. The loop is run again as the
+agent ran it: the candidate's prompt with the recorded tools, each call it asks for
+answered by `tool_policy` (the recorded result of an equal call, one recorded elsewhere, a
+function the user registered, or else the trajectory stops at the call), until it replies
+without a call. Tools are never called live. A tool whose arguments held another replayed
+step's text output (not a call of a tool loop) would see other arguments, so what reads
+that tool's output cannot be replayed: the trace is left out, named, and counted.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.agents.tool_loop import run_tool_loop
+from infra.agents.tool_policy import Key, ToolFunction, ToolPolicy
 from infra.lm import LM
+from infra.lm.tools import ToolCall, call_from
 from infra.traces.errors import RecordError
 from infra.traces.managed_prompts import ManagedPrompt, Message, infer_variables
 from infra.traces.types import GENERATION, TraceRecord
@@ -27,6 +38,7 @@ from infra.types import Example, Rollout, Step
 REPLAY = "replay"  # the `agent` setting that selects this agent, and its Example metadata key
 SOURCES = "prompt_variable_sources"  # metadata: variable -> the step name it came from
 NOT_REPLAYABLE = "steps"  # the RecordError field of a trace that cannot be replayed
+MORE_ROUNDS = 2  # a replayed tool loop may take this many rounds more than it recorded
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,9 @@ class RecordedStep:
     sources: dict[str, int] = field(default_factory=dict)  # variable -> upstream step
     max_tokens: int | None = None
     model: str | None = None  # the model the generation called
+    tools: tuple[dict[str, Any], ...] = ()  # the tool definitions a generation was offered
+    calls: tuple[ToolCall, ...] = ()  # the tools its reply called
+    turns: tuple[Message, ...] = ()  # the tool turns sent after its prompt's own messages
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,8 @@ class ReplayPlan:
 
     steps: tuple[RecordedStep, ...]
     order: tuple[int, ...]
+    loops: dict[int, int] = field(default_factory=dict)  # step -> its tool loop's first step
+    results: dict[Key, str] = field(default_factory=dict)  # recorded tool results by call
 
 
 class ReplayAgent:
@@ -59,10 +76,16 @@ class ReplayAgent:
     name = REPLAY
     runs_offline = True  # tools are never called: their recorded outputs are reused
 
-    def __init__(self, prompts: dict[str, ManagedPrompt], recorded_models: bool = False):
+    def __init__(
+        self,
+        prompts: dict[str, ManagedPrompt],
+        recorded_models: bool = False,
+        tool_functions: dict[str, ToolFunction] | None = None,
+    ):
         self.prompts = dict(prompts)
         # each call asks for the model its generation recorded, not the LM's own
         self.recorded_models = recorded_models
+        self.policy = ToolPolicy(tool_functions)  # fills with every planned trace's results
 
     def seed_prompts(self) -> dict[str, str]:
         return {name: prompt.text for name, prompt in self.prompts.items()}
@@ -85,15 +108,18 @@ class ReplayAgent:
         steps: list[RecordedStep] = []
         for record in records:
             steps.append(self._recorded(record, steps, trace.trace_id))
-        order = _cone(steps, len(steps) - 1)
+        loops = _tool_loops(steps)
+        order = _cone(steps, len(steps) - 1, loops)
         if not any(steps[i].prompt for i in order):
             raise RecordError(
                 "promptName",
                 f"trace {trace.trace_id}: no step of it was made from a managed prompt "
                 f"({', '.join(sorted(self.prompts)) or 'none known'})",
             )
-        _refuse_changed_tool_arguments(steps, order, trace.trace_id)
-        return ReplayPlan(tuple(steps), order)
+        _refuse_changed_tool_arguments(steps, order, trace.trace_id, loops)
+        results = _recorded_results(steps, loops)
+        self.policy.remember(results)
+        return ReplayPlan(tuple(steps), order, loops, results)
 
     async def run(self, example: Example, prompts: dict[str, str], lm: LM, **params) -> Rollout:
         plan = example.metadata.get(REPLAY)
@@ -105,26 +131,55 @@ class ReplayAgent:
         outputs: dict[int, str] = {}
         ran: list[Step] = []
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        counts: Counter[str] = Counter()
         for index in plan.order:
             step = plan.steps[index]
+            call = dict(params)
+            if step.max_tokens is not None:
+                call["max_tokens"] = step.max_tokens
+            if self.recorded_models and step.model:
+                call["model"] = step.model
+            if step.tools or step.calls:  # the first step of a tool loop
+                loop = await run_tool_loop(
+                    lm,
+                    step.name,
+                    step.prompt,
+                    self._render(step, prompts, outputs),
+                    list(step.tools),
+                    self.policy,
+                    plan.results,
+                    _rounds(plan, index) + MORE_ROUNDS,
+                    **call,
+                )
+                outputs[index] = loop.output
+                ran += loop.steps
+                counts.update(loop.answered)
+                for kind, tokens in loop.usage.items():
+                    usage[kind] += tokens
+                if loop.stopped:  # the trajectory ends at the call nothing answered
+                    break
+                continue
             messages = self._messages(step, prompts, outputs, plan)
             if messages is None:  # a tool, or a fixed call nothing upstream changed
                 outputs[index] = step.output
                 sent = step.sent if step.kind == GENERATION else []  # a reply's chat, for SFT
                 ran.append(Step(step.name, None, sent, step.output))
                 continue
-            call = dict(params)
-            if step.max_tokens is not None:
-                call["max_tokens"] = step.max_tokens
-            if self.recorded_models and step.model:
-                call["model"] = step.model
             completion = await lm.complete(messages, **call)
             outputs[index] = completion.text.strip()
-            usage["prompt_tokens"] += completion.usage.prompt_tokens
-            usage["completion_tokens"] += completion.usage.completion_tokens
+            _add_usage(usage, completion)
             ran.append(Step(step.name, step.prompt, messages, completion.text))
-        last = ran[-1]
-        return Rollout(example, prompts, last.output, last.messages, usage=usage, steps=ran)
+        # a tool loop's result steps come after its last model call, which made the output
+        last = next((s for s in reversed(ran) if s.messages), ran[-1])
+        return Rollout(
+            example,
+            prompts,
+            last.output,
+            last.messages,
+            usage=usage,
+            steps=ran,
+            tool_steps=dict(counts),
+        )
 
     def reference_score(self, example: Example, output: str) -> float | None:
         return None  # a trace has no true answer: the held-out slice is judged
@@ -139,8 +194,7 @@ class ReplayAgent:
         if step.kind != GENERATION:
             return None
         if step.prompt is not None:
-            variables = step.variables | {v: outputs[i] for v, i in step.sources.items()}
-            return self.prompts[step.prompt].render(prompts[step.prompt], variables)
+            return self._render(step, prompts, outputs)
         changed = {i: outputs[i] for i in step.sources.values() if outputs[i] != _recorded(plan, i)}
         if not changed:
             return None
@@ -150,8 +204,16 @@ class ReplayAgent:
             sent = [{**m, "content": m["content"].replace(old, text)} for m in sent]
         return sent
 
+    def _render(
+        self, step: RecordedStep, prompts: dict[str, str], outputs: dict[int, str]
+    ) -> list[Message]:
+        """The step's managed prompt, candidate text and all, with this run's upstream."""
+        assert step.prompt is not None
+        variables = step.variables | {v: outputs[i] for v, i in step.sources.items()}
+        return self.prompts[step.prompt].render(prompts[step.prompt], variables)
+
     def _recorded(self, record: TraceRecord, earlier: list[RecordedStep], trace_id: str):
-        sent = record.messages
+        sent = record.turns
         output = record.output_text.strip()
         name = record.name or record.id
         if record.type != GENERATION:
@@ -159,14 +221,18 @@ class ReplayAgent:
         prompt = self.prompts.get(record.prompt_name or "")
         max_tokens = _int(record.model_parameters.get("max_tokens"))
         model = record.model
+        calls = tuple(c for c in map(call_from, record.tool_calls) if c is not None)
+        output = output or "\n".join(c.written() for c in calls)
+        tools = tuple(record.tools)
         if prompt is None:
             sources = _found_in(sent, earlier)
             return RecordedStep(
-                name, GENERATION, output, sent, None, {}, sources, max_tokens, model
+                name, GENERATION, output, sent, None, {}, sources, max_tokens, model, tools, calls
             )
+        head, turns = _prompt_and_tool_turns(prompt, sent)
         variables = record.prompt_variables
         if variables is None:
-            variables = infer_variables(prompt, sent)
+            variables = infer_variables(prompt, head)
         if variables is None:
             raise RecordError(
                 "metadata.prompt_variables",
@@ -175,7 +241,18 @@ class ReplayAgent:
             )
         sources = _sources(record.metadata.get(SOURCES), variables, earlier, trace_id, name)
         return RecordedStep(
-            name, GENERATION, output, sent, prompt.name, variables, sources, max_tokens, model
+            name,
+            GENERATION,
+            output,
+            sent,
+            prompt.name,
+            variables,
+            sources,
+            max_tokens,
+            model,
+            tools,
+            calls,
+            tuple(turns),
         )
 
 
@@ -218,25 +295,94 @@ def _found_in(sent: list[Message], earlier: list[RecordedStep]) -> dict[str, int
     return {f"step {i}": i for i, s in enumerate(earlier) if s.output and s.output in text}
 
 
-def _cone(steps: list[RecordedStep], last: int) -> tuple[int, ...]:
-    """The steps `last` depends on, itself included, in recorded order."""
+def _cone(steps: list[RecordedStep], last: int, loops: dict[int, int]) -> tuple[int, ...]:
+    """The steps `last` depends on, itself included, in recorded order; a step of a tool
+    loop stands for the whole loop, which runs from its first step."""
     needed, todo = set(), [last]
     while todo:
         index = todo.pop()
+        index = loops.get(index, index)
         if index not in needed:
             needed.add(index)
             todo += steps[index].sources.values()
     return tuple(sorted(needed))
 
 
+def _tool_loops(steps: list[RecordedStep]) -> dict[int, int]:
+    """Every step -> the first step of its tool loop (itself, outside any loop). A loop
+    starts at a generation offered tools, made from a managed prompt, and holds the tool
+    steps and the generations of that prompt that follow it with tool turns."""
+    loops: dict[int, int] = {}
+    start: int | None = None
+    for index, step in enumerate(steps):
+        opened = step.kind == GENERATION and step.prompt is not None and (step.tools or step.calls)
+        if start is not None and step.kind != GENERATION:
+            loops[index] = start
+        elif start is not None and step.prompt == steps[start].prompt and step.turns:
+            loops[index] = start
+        elif opened and not step.turns:
+            start = loops[index] = index
+        else:
+            start, loops[index] = None, index
+    return loops
+
+
+def _recorded_results(steps: list[RecordedStep], loops: dict[int, int]) -> dict[Key, str]:
+    """The result each recorded call of a tool loop got: the tool turn answering its id in
+    a later generation's chat, else the next tool step of its name."""
+    results: dict[Key, str] = {}
+    answered = {
+        t["tool_call_id"]: t["content"]
+        for s in steps
+        for t in s.turns
+        if t.get("role") == "tool" and t.get("tool_call_id")
+    }
+    tool_steps = [i for i, s in enumerate(steps) if s.kind != GENERATION and loops[i] != i]
+    for index, step in enumerate(steps):
+        for call in step.calls:
+            if call.id and call.id in answered:
+                results.setdefault(call.key(), answered[call.id])
+                continue
+            later = [i for i in tool_steps if i > index and steps[i].name == call.name]
+            if later:
+                tool_steps.remove(later[0])
+                results.setdefault(call.key(), steps[later[0]].output)
+    return results
+
+
+def _prompt_and_tool_turns(prompt: ManagedPrompt, sent: list[Message]):
+    """The part of a recorded chat the prompt rendered, and the tool turns after it (an
+    assistant's calls, the tools' results) that a tool loop added."""
+    own = 1 if prompt.messages is None else len(prompt.with_component(prompt.text))
+    tail = sent[own:]
+    if tail and all(t.get("role") in ("assistant", "tool") for t in tail):
+        return sent[:own], tail
+    return sent, []
+
+
+def _rounds(plan: ReplayPlan, start: int) -> int:
+    """How many generations the recorded tool loop starting at `start` made."""
+    return sum(
+        1 for i, s in enumerate(plan.steps) if plan.loops.get(i) == start and s.kind == GENERATION
+    )
+
+
+def _add_usage(usage: dict[str, int], completion) -> None:
+    usage["prompt_tokens"] += completion.usage.prompt_tokens
+    usage["completion_tokens"] += completion.usage.completion_tokens
+
+
 def _refuse_changed_tool_arguments(
-    steps: list[RecordedStep], order: tuple[int, ...], trace_id: str
+    steps: list[RecordedStep], order: tuple[int, ...], trace_id: str, loops: dict[int, int]
 ) -> None:
-    """A tool whose arguments held the output of a step a candidate can change would be
-    called with other arguments: its recorded output says nothing about that call."""
+    """A tool whose arguments held the text output of a step a candidate can change would
+    be called with other arguments: its recorded output says nothing about that call. (A
+    tool loop's calls are answered by the tool policy instead.)"""
     changeable: set[int] = set()
     for index in order:
         step = steps[index]
+        if loops[index] != index:
+            continue
         upstream = set(step.sources.values())
         if step.kind == GENERATION and (step.prompt is not None or upstream & changeable):
             changeable.add(index)

@@ -39,6 +39,11 @@ class ToolCall:
         same key ask for the same thing, so a recorded result answers both."""
         return self.name, json.dumps(self.arguments, sort_keys=True, separators=(",", ":"))
 
+    def written(self) -> str:
+        """The call as a model writes it: <tool_call>{"name": .., "arguments": ..}</tool_call>."""
+        body = json.dumps({"name": self.name, "arguments": self.arguments})
+        return f"<tool_call>{body}</tool_call>"
+
     def openai(self, index: int = 0) -> dict[str, Any]:
         """The call as an assistant turn's `tool_calls` entry in OpenAI's shape."""
         return {
@@ -125,7 +130,7 @@ def for_template(messages: list[dict[str, Any]], native: bool) -> list[dict[str,
             content = message.get("content") or ""
             rendered.append({**message, "content": content, "tool_calls": entries})
             continue
-        text = "\n".join(_written(c) for c in calls)
+        text = "\n".join(c.written() for c in calls)
         content = f"{message.get('content') or ''}\n{text}".strip()
         rendered.append({"role": message["role"], "content": content})
     return rendered
@@ -144,8 +149,3 @@ def with_tools_described(messages: list[dict[str, Any]], tools: list[Tool]) -> l
         first = messages[0]
         return [{**first, "content": f"{first['content']}\n\n{guide}"}, *messages[1:]]
     return [{"role": "system", "content": guide}, *messages]
-
-
-def _written(call: ToolCall) -> str:
-    body = json.dumps({"name": call.name, "arguments": call.arguments})
-    return f"<tool_call>{body}</tool_call>"

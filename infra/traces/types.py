@@ -78,6 +78,39 @@ class TraceRecord:
         return users[-1] if users else ""
 
     @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tool definitions a generation was offered (OpenAI's shape: Langfuse's
+        OpenAI integration records them beside the messages in its input)."""
+        found = _decoded(self.input)
+        tools = found.get("tools") if isinstance(found, dict) else None
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls a generation's reply asked for (OpenAI's shape), if any."""
+        found = _decoded(self.output)
+        if isinstance(found, list) and found and isinstance(found[-1], dict):
+            found = found[-1]
+        calls = found.get("tool_calls") if isinstance(found, dict) else None
+        return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+    @property
+    def turns(self) -> list[dict[str, Any]]:
+        """The input as a chat, as `messages`, with each turn's tool calls and tool call
+        id kept: what a tool-calling agent sent."""
+        found = _decoded(self.input)
+        if isinstance(found, dict) and isinstance(found.get("messages"), list):
+            found = found["messages"]
+        raw = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+        kept = self.messages
+        if len(raw) != len(kept):
+            return kept
+        return [
+            {**turn, **{k: m[k] for k in ("tool_calls", "tool_call_id") if m.get(k)}}
+            for turn, m in zip(kept, raw, strict=True)
+        ]
+
+    @property
     def output_text(self) -> str:
         """The model's reply as text, whichever shape the output was logged in."""
         reply = _as_messages(_decoded(self.output), default_role="assistant")

@@ -218,3 +218,13 @@ def test_the_judge_head_step_is_reported_kept_dropped_or_not_run():
         replace(report(0.5), judge_head=off)
     )
     assert "judge_head_val" not in replace(report(0.5), judge_head=off).metrics()
+
+
+def test_how_a_replayed_agents_tool_calls_were_answered_is_reported_only_when_it_made_some():
+    assert "Tool calls" not in render_markdown(report(0.5))
+    with_tools = report(0.5)
+    candidate = Evaluation(10, None, 0.6, tool_steps={"reused": 7, "looked_up": 2, "stopped": 1})
+    with_tools.evals["candidate"] = candidate
+    text = render_markdown(with_tools)
+    assert "Tool calls in the candidate's held-out replay: 7 reused, 2 looked up, " in text
+    assert "0 simulated, 1 stopped" in text
