@@ -25,7 +25,9 @@ class Step:
     """One call of a multi-step run, as the reflection reads it."""
 
     name: str  # the observation's name in the trace
-    component: str | None  # the prompt component it rendered; None: a tool or a fixed call
+    # the prompt component it rendered (for a replayed tool call: the component describing
+    # the tool, and no messages); None: a recorded tool or a fixed call
+    component: str | None
     messages: list[dict[str, str]]  # what it was sent (empty for a tool)
     output: str
 

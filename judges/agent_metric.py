@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from gepa_opt import Adapter, CallFailed, EvaluationBatch
 from infra.agents import Agent
+from infra.agents.tool_components import tool_of
 from infra.lm import LM
 from infra.types import Example, Rollout
 from judges.addressing import addresses_judge
@@ -52,7 +53,12 @@ def steps_text(rollout: Rollout) -> str:
     what the reflection and the judge's rationale read to tell which module failed."""
     lines = []
     for number, step in enumerate(rollout.steps, start=1):
-        kind = f"prompt {step.component}" if step.component else "recorded output, not re-run"
+        if step.component and not step.messages:  # a replayed tool call's result
+            kind = f"tool, described by {step.component}"
+        elif step.component:
+            kind = f"prompt {step.component}"
+        else:
+            kind = "recorded output, not re-run"
         asked = [m["content"] for m in step.messages if m.get("role") == "user"]
         lines.append(f"Step {number}, {step.name} ({kind})")
         if asked:
@@ -124,16 +130,20 @@ class AgentJudgeAdapter(Adapter):
         self, candidate: dict[str, str], eval_batch: EvaluationBatch
     ) -> dict[str, float]:
         """Per component, the failed replies whose rationale names its step (by the step's
-        name or the prompt's): the module the judge's feedback blames."""
+        name or the prompt's), or names a tool whose description is a component (a tool
+        the model never called has no step): the module the judge's feedback blames."""
         rollouts: list[Rollout] = eval_batch.trajectories or []
         failed = [r for r in rollouts if r.steps and not self.judge.passes(r.score)]
+        tools = {c: found[1].lower() for c in candidate if (found := tool_of(c))}
         blame: dict[str, float] = {}
         for rollout, why in zip(failed, await self._rationales_of(failed), strict=True):
             said = (why or "").lower()
+            named = {c for c, tool in tools.items() if tool in said}
             for step in rollout.steps:
-                named = step.name.lower() in said or (step.component or "").lower() in said
-                if step.component and named:
-                    blame[step.component] = blame.get(step.component, 0.0) + 1.0
+                if step.name.lower() in said or (step.component or "").lower() in said:
+                    named |= {step.component} if step.component else set()
+            for component in named:
+                blame[component] = blame.get(component, 0.0) + 1.0
         return blame
 
     async def _rationales_of(self, rollouts: list[Rollout]) -> list[str | None]:

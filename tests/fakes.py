@@ -38,6 +38,7 @@ class ScriptedLM:
         self.p_first = p_first
         self.feature = feature
         self.calls: list[Messages] = []
+        self.tools: list[list[dict] | None] = []  # the tools each completion was offered
         self.choice_calls: list[Messages] = []  # verdicts read from token probabilities
         self.feature_calls: list[Messages] = []  # features read for a reward head
 
@@ -45,6 +46,7 @@ class ScriptedLM:
         """Given `tools`, the reply's `<tool_call>` blocks are its calls, as the local
         engine reads them."""
         self.calls.append(messages)
+        self.tools.append(params.get("tools"))
         text = self.reply(messages)
         done = Completion(text=text, usage=Usage(len(str(messages)), len(text.split())))
         if params.get("tools"):

@@ -16,7 +16,7 @@ from flows.night.preflight import check_traces
 from flows.night.run_id import check_run_id
 from infra.agents import Agent, load_agent
 from infra.agents.contract import check_agent
-from infra.agents.replay import REPLAY, ReplayAgent
+from infra.agents.replay import REPLAY, ReplayAgent, recorded_tools
 from infra.agents.tool_policy import load_tool_functions
 from infra.errors import UserFacingError
 from infra.labels import LabelStore
@@ -151,6 +151,7 @@ class Runtime:
             prompts,
             recorded_models=self.settings.lm.replay_recorded_models,
             tool_functions=functions,
+            tools=recorded_tools(batch.traces),
         )
         check_agent(agent, repr(REPLAY))
         return agent

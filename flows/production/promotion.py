@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flows.production.gate import Evidence, PromotionDecision, decide
+from infra.agents.tool_components import CONFIG_KEY, split
 from infra.registry.mlflow_registry import CANDIDATE, Registry
 from infra.settings import PromotionSettings
 from infra.traces.prompt_hub import PromptHub
@@ -221,11 +222,15 @@ def publish_managed(
     """New versions of the managed prompts for a model version, named for each other: the
     hub's commit message names the MLflow version, a tag of it the hub's versions; `served`
     (the model name the version is served under) goes in each prompt's `config.model`,
-    so an agent that reads its prompt calls the weights that were measured with it."""
+    so an agent that reads its prompt calls the weights that were measured with it. Its
+    tools' descriptions (`tool_components`) go in its `config.tool_descriptions`."""
     made = {}
-    config = {"model": served} if served else None
-    for component, text in prompts.items():
+    texts, tools = split(prompts)
+    for component, text in texts.items():
         if component in hub.names:
+            config = {"model": served} if served else {}
+            if component in tools:
+                config[CONFIG_KEY] = tools[component]
             found = hub.publish(
                 component, text, labels, f"flywheel: MLflow model {model} v{version}", config
             )

@@ -26,10 +26,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.agents.tool_components import component_name, described, seed_descriptions
 from infra.agents.tool_loop import run_tool_loop
 from infra.agents.tool_policy import Key, ToolFunction, ToolPolicy
 from infra.lm import LM
-from infra.lm.tools import ToolCall, call_from
+from infra.lm.tools import Tool, ToolCall, call_from, tool_name
 from infra.traces.errors import RecordError
 from infra.traces.managed_prompts import ManagedPrompt, Message, infer_variables
 from infra.traces.types import GENERATION, TraceRecord
@@ -81,14 +82,21 @@ class ReplayAgent:
         prompts: dict[str, ManagedPrompt],
         recorded_models: bool = False,
         tool_functions: dict[str, ToolFunction] | None = None,
+        tools: dict[str, list[Tool]] | None = None,
     ):
+        """`tools`: per prompt, the tools its generations were offered (`recorded_tools`),
+        whose descriptions are components too (`tool_components`)."""
         self.prompts = dict(prompts)
+        self.tools = {name: found for name, found in (tools or {}).items() if name in prompts}
         # each call asks for the model its generation recorded, not the LM's own
         self.recorded_models = recorded_models
         self.policy = ToolPolicy(tool_functions)  # fills with every planned trace's results
 
     def seed_prompts(self) -> dict[str, str]:
-        return {name: prompt.text for name, prompt in self.prompts.items()}
+        seed = {name: prompt.text for name, prompt in self.prompts.items()}
+        for name, tools in self.tools.items():
+            seed |= seed_descriptions(self.prompts[name], tools)
+        return seed
 
     def example_from_trace(self, trace: TraceRecord) -> Example:
         plan = self.plan(trace)
@@ -140,12 +148,20 @@ class ReplayAgent:
             if self.recorded_models and step.model:
                 call["model"] = step.model
             if step.tools or step.calls:  # the first step of a tool loop
+                assert step.prompt is not None  # a loop starts at a managed prompt
+                offered = described(list(step.tools), step.prompt, prompts)
+                components = {
+                    tool_name(t): c
+                    for t in offered
+                    if (c := component_name(step.prompt, tool_name(t))) in prompts
+                }
                 loop = await run_tool_loop(
                     lm,
                     step.name,
                     step.prompt,
                     self._render(step, prompts, outputs),
-                    list(step.tools),
+                    offered,
+                    components,
                     self.policy,
                     plan.results,
                     _rounds(plan, index) + MORE_ROUNDS,
@@ -358,6 +374,18 @@ def _prompt_and_tool_turns(prompt: ManagedPrompt, sent: list[Message]):
     if tail and all(t.get("role") in ("assistant", "tool") for t in tail):
         return sent[:own], tail
     return sent, []
+
+
+def recorded_tools(traces: list[TraceRecord]) -> dict[str, list[Tool]]:
+    """Per managed prompt, the tools its generations were offered (the first definition
+    of each tool name seen)."""
+    found: dict[str, dict[str, Tool]] = {}
+    for trace in traces:
+        for record in trace.steps or (trace,):
+            if record.type == GENERATION and record.prompt_name:
+                for tool in record.tools:
+                    found.setdefault(record.prompt_name, {}).setdefault(tool_name(tool), tool)
+    return {prompt: list(tools.values()) for prompt, tools in found.items()}
 
 
 def _rounds(plan: ReplayPlan, start: int) -> int:

@@ -11,6 +11,7 @@ answer no call (the call itself is the output, and the judge judges it), or afte
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,12 +38,15 @@ async def run_tool_loop(
     component: str | None,
     prompt: list[Message],
     tools: list[dict[str, Any]],
+    tool_components: Mapping[str, str],
     policy: ToolPolicy,
     recorded: dict[Key, str],
     max_rounds: int,
     **params: Any,
 ) -> LoopRun:
-    """Run the loop of step `name` (made from `component`) from the rendered `prompt`."""
+    """Run the loop of step `name` (made from `component`) from the rendered `prompt`;
+    `tool_components`: tool name -> the component its description is, credited with the
+    tool's steps."""
     run = LoopRun()
     chat = list(prompt)
     for _ in range(max_rounds):
@@ -66,6 +70,6 @@ async def run_tool_loop(
             if result is None:
                 run.stopped = True
                 return run
-            run.steps.append(Step(call.name, None, [], result))
+            run.steps.append(Step(call.name, tool_components.get(call.name), [], result))
             chat.append({"role": "tool", "tool_call_id": entry["id"], "content": result})
     return run

@@ -174,3 +174,30 @@ def test_the_langfuse_production_label_moves_with_production(tmp_path, monkeypat
 
         assert rollback(registry, MODEL, "ada", hub).action == "rolled back"
         assert hub.production()["instructions"].text == "instructions of n1"
+
+
+def test_a_tool_description_goes_into_its_prompts_config_not_a_prompt_of_its_own(tmp_path):
+    with FakeLangfusePrompts() as fake:
+        chat = [{"role": "system", "content": "seed"}, {"role": "user", "content": "{{request}}"}]
+        fake.store.create(
+            {"name": "booker", "type": "chat", "labels": ["production"], "prompt": chat,
+             "config": {"temperature": 0}}
+        )  # fmt: skip
+        hub = PromptHub(TraceSettings(source="langfuse"), api=fake.sdk_api(), replayed={"booker"})
+        registry = Registry(Settings(state_dir=tmp_path).mlflow)
+        v1 = night(registry, "n1", gain_over(None, 12))
+        candidate = {
+            "booker": "Look slots up first.",
+            "booker.tools.find_slot": "Free slots of a weekday",
+        }
+        made = publish_managed(
+            registry, hub, MODEL, v1, candidate, ["candidate"], served="agent-v1"
+        )
+        assert set(made) == {"booker"} and set(fake.store.prompts) == {"booker"}
+        newest = fake.store.prompts["booker"][-1]
+        assert newest["config"] == {
+            "temperature": 0,
+            "model": "agent-v1",
+            "tool_descriptions": {"find_slot": "Free slots of a weekday"},
+        }
+        assert newest["prompt"][0] == {"role": "system", "content": "Look slots up first."}
