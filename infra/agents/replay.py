@@ -371,9 +371,10 @@ def _prompt_and_tool_turns(prompt: ManagedPrompt, sent: list[Message]):
     assistant's calls, the tools' results) that a tool loop added."""
     own = 1 if prompt.messages is None else len(prompt.with_component(prompt.text))
     tail = sent[own:]
-    if tail and all(t.get("role") in ("assistant", "tool") for t in tail):
+    tool_turns = any(t.get("role") == "tool" or t.get("tool_calls") for t in tail)
+    if tool_turns and all(t.get("role") in ("assistant", "tool") for t in tail):
         return sent[:own], tail
-    return sent, []
+    return sent, []  # a conversation's earlier turns are no tool loop's
 
 
 def recorded_tools(traces: list[TraceRecord]) -> dict[str, list[Tool]]:
