@@ -73,6 +73,12 @@ class ThreadGovernor:
         self.drops = 0  # how often it went down to one thread
         self.rest()
 
+    def reset(self) -> None:
+        """All threads again and the first pause, as at the start (on the engine's thread)."""
+        self._use(self.full)
+        self.trial, self.pause_s, self.retry_at = False, FIRST_PAUSE_S, 0.0
+        self.rest()
+
     def rest(self) -> None:
         """Start a new window: idle time says nothing about contention."""
         self.since, self.waited = self.clock(), self.waited_s()

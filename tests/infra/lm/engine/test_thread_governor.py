@@ -68,3 +68,17 @@ def test_idle_time_is_not_counted_and_one_thread_needs_no_governor():
 
 def test_this_kernel_reports_the_run_queue_wait():
     assert waited_s() is None or waited_s() >= 0
+
+
+def test_a_reset_brings_all_threads_back_and_forgets_the_grown_pause():
+    machine = Machine()
+    gov = governor(machine)
+    machine.run(gov, 1, waiting_share=0.5)
+    while gov.threads == 1:  # a failed try doubles the pause
+        machine.run(gov, 0.1, waiting_share=0.0)
+    machine.run(gov, 0.6, waiting_share=0.3)
+    assert gov.threads == 1 and gov.pause_s == 2 * FIRST_PAUSE_S
+    gov.reset()
+    assert gov.threads == 2 and machine.set[-1] == 2 and gov.pause_s == FIRST_PAUSE_S
+    machine.run(gov, 1, waiting_share=0.5)  # contention again: down at once
+    assert gov.threads == 1
