@@ -9,7 +9,7 @@ a generation's input is `{"messages", "tools"}`, a reply that calls tools carrie
 traces are a stand-in: pass when the calendar confirmed a booking on the day (and time)
 asked (`annotation_source = gold_label_proxy`).
 
-Run (a few minutes on CPU):  .venv/bin/python examples/tool_agent/build_traces.py
+Run (about 7 minutes on 2 CPU cores):  .venv/bin/python examples/tool_agent/build_traces.py
 """
 
 from __future__ import annotations
