@@ -14,6 +14,7 @@ import math
 import random
 from collections import defaultdict
 
+from infra.lm.tools import for_template
 from infra.types import Rollout
 
 Record = dict[str, list[dict[str, str]]]
@@ -51,7 +52,7 @@ def sft_records(
         for rollout in deal:
             if len(records) == max_records:
                 return records
-            records.append({"prompt": rollout.messages, "completion": _reply(rollout.output)})
+            records.append({"prompt": _chat(rollout), "completion": _reply(rollout.output)})
     return records
 
 
@@ -76,7 +77,7 @@ def dpo_records(rollouts: list[Rollout], margin: float) -> list[Record]:
         if best.score - worst.score >= margin:
             records.append(
                 {
-                    "prompt": best.messages,
+                    "prompt": _chat(best),
                     "chosen": _reply(best.output),
                     "rejected": _reply(worst.output),
                 }
@@ -94,7 +95,7 @@ def grpo_records(rollouts: list[Rollout], max_records: int, seed: int = 0) -> li
         prompts.setdefault((rollout.example.id, repr(rollout.messages)), rollout)
     order = sorted(prompts)
     random.Random(seed).shuffle(order)
-    return [{"prompt": prompts[key].messages, "example_id": key[0]} for key in order[:max_records]]
+    return [{"prompt": _chat(prompts[key]), "example_id": key[0]} for key in order[:max_records]]
 
 
 def _distinct_best_first(group: list[Rollout]) -> list[Rollout]:
@@ -103,6 +104,19 @@ def _distinct_best_first(group: list[Rollout]) -> list[Rollout]:
     for rollout in sorted(group, key=lambda r: (-r.score, r.output)):
         best.setdefault(rollout.output.strip(), rollout)
     return list(best.values())
+
+
+def _chat(rollout: Rollout) -> list[dict[str, str]]:
+    """The chat the rollout was sent, as training text. A replayed tool loop's chat holds
+    assistant turns with `tool_calls` (and no content) and `tool` turns: the calls are
+    written into the assistant's turn as the model writes them (`<tool_call>{...}`), since
+    a chat template that does not read tool calls (SmolLM2's) would drop them."""
+    if not any(m.get("tool_calls") for m in rollout.messages):
+        return rollout.messages
+    return [
+        {"role": m["role"], "content": m["content"]}
+        for m in for_template(rollout.messages, native=False)
+    ]
 
 
 def _reply(output: str) -> list[dict[str, str]]:
@@ -129,8 +143,13 @@ def _check(rollout: Rollout) -> None:
         if not (
             isinstance(message, dict)
             and isinstance(message.get("role"), str)
-            and isinstance(message.get("content"), str)
+            and (isinstance(message.get("content"), str) or _calls_only(message))
         ):
             raise bad("messages", f"item {i} is not a {{'role': str, 'content': str}} message")
     if rollout.messages[-1]["role"] == "assistant":
         raise bad("messages", "ends with an assistant turn; it must be the prompt only")
+
+
+def _calls_only(message: dict) -> bool:
+    """An assistant turn of a tool loop that only called tools (OpenAI's shape)."""
+    return message.get("content") is None and bool(message.get("tool_calls"))

@@ -123,3 +123,45 @@ def test_grpo_takes_each_distinct_prompt_once_in_a_seeded_order():
     assert len(grpo_records(rollouts, max_records=2, seed=1)) == 2
     with pytest.raises(BadRolloutError, match="example 'b': field 'score'"):
         grpo_records([rollout("b", "z", None)], max_records=2)
+
+
+def tool_loop_rollout(example_id: str, output: str, score: float) -> Rollout:
+    """A replayed tool loop's last call: the chat holds the call (no content) and its result."""
+    call = {"id": "call_0", "type": "function", "function": {"name": "find_slot"}}
+    call["function"]["arguments"] = '{"day": "Friday"}'
+    sent = [
+        {"role": "system", "content": "Book meetings."},
+        {"role": "user", "content": "Anything on Friday."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "Free on Friday: 10:00."},
+    ]
+    return Rollout(
+        example=Example(id=example_id, inputs={"request": "Anything on Friday."}),
+        prompts={"system": "Book meetings."},
+        output=output,
+        messages=sent,
+        score=score,
+    )
+
+
+def test_a_tool_loop_s_chat_trains_with_its_calls_written_as_the_model_writes_them():
+    written = '<tool_call>{"name": "find_slot", "arguments": {"day": "Friday"}}</tool_call>'
+    expected = [
+        {"role": "system", "content": "Book meetings."},
+        {"role": "user", "content": "Anything on Friday."},
+        {"role": "assistant", "content": written},
+        {"role": "tool", "content": "Free on Friday: 10:00."},
+    ]
+    good, bad = tool_loop_rollout("t", "Booked 10:00.", 0.9), tool_loop_rollout("t", "No.", 0.1)
+    (sft,) = sft_records([good], min_score=0.5, max_records=5)
+    assert sft == {
+        "prompt": expected,
+        "completion": [{"role": "assistant", "content": "Booked 10:00."}],
+    }
+    (pair,) = dpo_records([good, bad], margin=0.5)
+    assert pair["prompt"] == expected and pair["rejected"][0]["content"] == "No."
+    assert grpo_records([good], max_records=1)[0]["prompt"] == expected
+    # an assistant turn with neither content nor calls is still refused
+    good.messages[2] = {"role": "assistant", "content": None}
+    with pytest.raises(BadRolloutError, match="item 2"):
+        sft_records([good], min_score=0.5, max_records=5)
