@@ -31,6 +31,7 @@ from infra.settings import LMSettings
 
 if not __package__:  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from examples.export_files import share, write_jsonl  # noqa: E402
 from examples.request_reply.prompts import (  # noqa: E402
     CLASSIFY_PROMPT,
     CLASSIFY_REQUEST,
@@ -209,10 +210,6 @@ async def main() -> None:
         print(f"{what}: {figure}")
 
 
-def share(flags: list[bool]) -> str:
-    return f"{sum(flags)}/{len(flags)} = {sum(flags) / max(len(flags), 1):.1%}"
-
-
 def write_export(observations: list[dict], scores: list[dict], figures: dict[str, str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "observations.jsonl", observations)
@@ -227,10 +224,6 @@ def write_export(observations: list[dict], scores: list[dict], figures: dict[str
     (OUT / "SOURCE.txt").write_text(SOURCE)
     results = "".join(f"- {what}: {figure}\n" for what, figure in figures.items())
     (OUT / "README.md").write_text(README.format(command=COMMAND, results=results))
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 SOURCE = f"""\

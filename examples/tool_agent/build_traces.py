@@ -15,7 +15,6 @@ Run (about 7 minutes on 2 CPU cores):  .venv/bin/python examples/tool_agent/buil
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 import uuid
@@ -27,6 +26,7 @@ from infra.settings import LMSettings
 
 if not __package__:  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from examples.export_files import share, write_jsonl  # noqa: E402
 from examples.tool_agent.agent import (  # noqa: E402
     PARAMS,
     Conversation,
@@ -159,10 +159,6 @@ def looked_up(conversation: Conversation) -> bool:
     return any(isinstance(e, ToolRun) and e.name == "find_slot" for e in conversation.events)
 
 
-def share(flags: list[bool]) -> str:
-    return f"{sum(flags)}/{len(flags)} = {sum(flags) / max(len(flags), 1):.1%}"
-
-
 def write_export(observations: list[dict], scores: list[dict], figures: dict[str, str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "observations.jsonl", observations)
@@ -180,10 +176,6 @@ def write_export(observations: list[dict], scores: list[dict], figures: dict[str
     write_jsonl(OUT / "prompts.jsonl", [prompt])
     results = "".join(f"- {what}: {figure}\n" for what, figure in figures.items())
     (OUT / "README.md").write_text(README.format(command=COMMAND, results=results))
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 README = """\

@@ -5,10 +5,6 @@ code, on the real model, a real MLflow and Prefect's own server."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import mlflow
 import pytest
@@ -16,31 +12,21 @@ from mlflow import MlflowClient
 
 from flows.production.promotion import PROMPTS_TAG
 from infra.traces.managed_prompts import read_prompt_file
+from tests.e2e.example_night import ROOT, run_example_night
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "request_reply"
-FLYWHEEL = str(Path(sys.executable).with_name("flywheel"))
 
 
 def test_flywheel_run_optimizes_the_example_agent_s_langfuse_prompts(tmp_path):
     state = tmp_path / "state"
-    env = {
-        **os.environ,
-        "FLYWHEEL_CONFIG": str(EXAMPLE / "flywheel.toml"),
-        "FLYWHEEL_STATE_DIR": str(state),
-        # the example's own settings, with a test's budgets
-        "FLYWHEEL_JUDGE__MAX_METRIC_CALLS": "30",
-        "FLYWHEEL_AGENT_OPT__MAX_METRIC_CALLS": "40",
-        "FLYWHEEL_AGENT_OPT__PARETO_SIZE": "6",
-        "FLYWHEEL_AGENT_OPT__REFLECTION_MAX_TOKENS": "48",
-        "FLYWHEEL_FAST_SLOW__SCHEDULE": "p",
-        "FLYWHEEL_JUDGE__UNTRUSTED_NIGHT": "optimize",  # the 135M judge is not trusted
-        "FLYWHEEL_JUDGE__LORA__ENABLED": "false",  # tested in test_e2e_nightly
-    }
-    night = subprocess.run(
-        [FLYWHEEL, "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    night = run_example_night(
+        EXAMPLE,
+        state,
+        JUDGE__MAX_METRIC_CALLS="30",
+        AGENT_OPT__MAX_METRIC_CALLS="40",
+        AGENT_OPT__PARETO_SIZE="6",
     )
     # 0: its candidate passed the gate; 4: the gate refused it (a 40-call budget may not
     # beat the recorded prompts); either way the night ran to its end

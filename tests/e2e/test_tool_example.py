@@ -6,11 +6,7 @@ result or the example's offline stand-ins, never by a live tool."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import mlflow
 import pytest
@@ -18,12 +14,11 @@ from mlflow import MlflowClient
 
 from flows.night.collect import in_heldout_slice
 from flows.production.promotion import PROMPTS_TAG
+from tests.e2e.example_night import ROOT, run_example_night
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_agent"
-FLYWHEEL = str(Path(sys.executable).with_name("flywheel"))
 HELDOUT_SHARE = 0.15  # the example holds out a quarter; a test, fewer replays to judge
 
 
@@ -34,23 +29,14 @@ def trace_ids() -> set[str]:
 
 def test_flywheel_run_optimizes_the_tool_agent_s_prompt_through_its_tool_loops(tmp_path):
     state = tmp_path / "state"
-    env = {
-        **os.environ,
-        "FLYWHEEL_CONFIG": str(EXAMPLE / "flywheel.toml"),
-        "FLYWHEEL_STATE_DIR": str(state),
-        # the example's own settings, with a test's budgets
-        "FLYWHEEL_JUDGE__MAX_METRIC_CALLS": "16",
-        "FLYWHEEL_AGENT_OPT__MAX_METRIC_CALLS": "16",
-        "FLYWHEEL_AGENT_OPT__PARETO_SIZE": "4",
-        "FLYWHEEL_AGENT_OPT__REFLECTION_MAX_TOKENS": "48",
-        "FLYWHEEL_FAST_SLOW__SCHEDULE": "p",
-        "FLYWHEEL_JUDGE__UNTRUSTED_NIGHT": "optimize",  # the 135M judge is not trusted
-        "FLYWHEEL_JUDGE__LORA__ENABLED": "false",  # tested in test_e2e_nightly
-        "FLYWHEEL_EVAL__HELDOUT_TRACE_SHARE": str(HELDOUT_SHARE),
-        "FLYWHEEL_CORRECTIONS__ENABLED": "false",  # they train weight steps: none tonight
-    }
-    night = subprocess.run(
-        [FLYWHEEL, "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    night = run_example_night(
+        EXAMPLE,
+        state,
+        JUDGE__MAX_METRIC_CALLS="16",
+        AGENT_OPT__MAX_METRIC_CALLS="16",
+        AGENT_OPT__PARETO_SIZE="4",
+        EVAL__HELDOUT_TRACE_SHARE=str(HELDOUT_SHARE),
+        CORRECTIONS__ENABLED="false",  # they train weight steps: none tonight
     )
     # 0: its candidate passed the gate; 4: the gate refused it; either way the night ended
     assert night.returncode in (0, 4), night.stdout[-3000:] + night.stderr[-3000:]
