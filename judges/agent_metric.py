@@ -18,6 +18,7 @@ from infra.lm import LM
 from infra.types import Example, Rollout
 from judges.addressing import addresses_judge
 from judges.calls import NO_REASON, Done, answered, counted, each, for_gepa
+from judges.trajectory import failed_step_choices, failed_step_question, judged_request
 from judges.types import JudgedItem, render_inputs
 
 
@@ -28,11 +29,17 @@ class RolloutJudge(Protocol):
 
     async def rationale(self, item: JudgedItem) -> str: ...
 
+    async def choice_probabilities(
+        self, item: JudgedItem, question: str, choices: list[str]
+    ) -> list[float]: ...
+
     def passes(self, score: float) -> bool: ...
 
 
 def judged_item(rollout: Rollout) -> JudgedItem:
-    return JudgedItem(rollout.example.id, render_inputs(rollout.example.inputs), rollout.output)
+    """The rollout as the judge reads it: its request and trajectory, and its reply."""
+    request = judged_request(rollout.example, rollout.steps)
+    return JudgedItem(rollout.example.id, request, rollout.output)
 
 
 async def judge_rollouts(
@@ -67,23 +74,13 @@ def steps_text(rollout: Rollout) -> str:
     return "\n".join(lines)
 
 
-def explained_item(rollout: Rollout) -> JudgedItem:
-    """What the judge reads to explain its verdict: with every step of a multi-step run."""
-    item = judged_item(rollout)
-    if not rollout.steps:
-        return item
-    return JudgedItem(
-        item.id, f"{item.input_text}\n\nSteps:\n{steps_text(rollout)}", item.output_text
-    )
-
-
 class AgentJudgeAdapter(Adapter):
     def __init__(self, agent: Agent, lm: LM, judge: RolloutJudge, **run_params: Any):
         self.agent = agent
         self.lm = lm
         self.judge = judge
         self.run_params = run_params
-        self._rationales: dict[tuple[str, str, str], str] = {}  # blame's, reused
+        self._rationales: dict[tuple[str, str, str], str] = {}  # a parent is reflected on again
         self.refused = 0  # proposed prompts that addressed the judge
 
     async def evaluate(
@@ -129,31 +126,52 @@ class AgentJudgeAdapter(Adapter):
     async def blame(
         self, candidate: dict[str, str], eval_batch: EvaluationBatch
     ) -> dict[str, float]:
-        """Per component, the failed replies whose rationale names its step (by the step's
-        name or the prompt's), or names a tool whose description is a component (a tool
-        the model never called has no step): the module the judge's feedback blames."""
+        """Per component, how surely the judge put the first failure of each failed run at
+        a step the component made (its prompt's call, or a tool call its description
+        offered), or at a tool it describes that the run should have called and never did:
+        the judge's structured verdict, read from its answer's probabilities."""
         rollouts: list[Rollout] = eval_batch.trajectories or []
         failed = [r for r in rollouts if r.steps and not self.judge.passes(r.score)]
-        tools = {c: found[1].lower() for c in candidate if (found := tool_of(c))}
         blame: dict[str, float] = {}
-        for rollout, why in zip(failed, await self._rationales_of(failed), strict=True):
-            said = (why or "").lower()
-            named = {c for c, tool in tools.items() if tool in said}
-            for step in rollout.steps:
-                if step.name.lower() in said or (step.component or "").lower() in said:
-                    named |= {step.component} if step.component else set()
-            for component in named:
-                blame[component] = blame.get(component, 0.0) + 1.0
+        for rollout, probs in zip(failed, await each(failed, self._failed_step), strict=True):
+            if probs is None:  # one choice, or the call failed: the verdict says nothing
+                continue
+            uncalled = _uncalled_tools(rollout)
+            owners = [s.component for s in rollout.steps] + list(uncalled.values())
+            for owner, p in zip(owners, probs, strict=True):
+                if owner is not None:
+                    blame[owner] = blame.get(owner, 0.0) + p
         return blame
 
+    async def _failed_step(self, rollout: Rollout) -> list[float] | None:
+        """P(it went wrong first there) per step of the run and per uncalled tool."""
+        uncalled = list(_uncalled_tools(rollout))
+        choices = failed_step_choices(rollout.steps, uncalled)
+        if len(choices) < 2:
+            return None
+        question = failed_step_question(uncalled)
+        return await self.judge.choice_probabilities(judged_item(rollout), question, choices)
+
     async def _rationales_of(self, rollouts: list[Rollout]) -> list[str | None]:
-        """The judge's rationale per rollout, each asked once (blame, then reflection)."""
+        """The judge's rationale per rollout, each asked once however often it is reflected on."""
         if len(self._rationales) > 4096:  # a long run's parents are long gone
             self._rationales.clear()
-        items = [explained_item(r) for r in rollouts]
+        items = [judged_item(r) for r in rollouts]
         keys = [(i.id, i.input_text, i.output_text) for i in items]
         wanted = {k: i for k, i in zip(keys, items, strict=True) if k not in self._rationales}
         found = await each(list(wanted.values()), self.judge.rationale)
         # a failed call is not kept: the reflection asks again
         self._rationales.update((k, why) for k, why in zip(wanted, found, strict=True) if why)
         return [self._rationales.get(k) for k in keys]
+
+
+def _uncalled_tools(rollout: Rollout) -> dict[str, str]:
+    """Tool name -> its description component, for each tool the run's prompts were
+    offered (a description in its candidate) that no step of the run called."""
+    prompts = {s.component for s in rollout.steps if s.messages}
+    called = {s.name for s in rollout.steps if not s.messages}
+    return {
+        found[1]: component
+        for component in rollout.prompts
+        if (found := tool_of(component)) and found[0] in prompts and found[1] not in called
+    }

@@ -48,6 +48,12 @@ class LabelledMetric:
             f"The reply {verdict} the right reply says; people said it is: {self.targets[item.id]}"
         )
 
+    async def choice_probabilities(
+        self, item: JudgedItem, question: str, choices: list[str]
+    ) -> list[float]:
+        """The judge's: a right reply says what the answer is, not which step missed it."""
+        return await self.judge.choice_probabilities(item, question, choices)
+
     def passes(self, score: float) -> bool:
         return self.judge.passes(score)
 

@@ -122,6 +122,16 @@ class PointwiseJudge:
         p = await self.p_pass(item)
         return Verdict(p, self.passes(p))
 
+    async def choice_probabilities(
+        self, item: JudgedItem, question: str, choices: list[str]
+    ) -> list[float]:
+        """How likely the judge answers `question` on `item` with each of `choices`,
+        normalized over them: a structured answer read from token probabilities."""
+        logps = await self.lm.choice_logprobs(
+            self.messages(item, question), choices, adapter=await served(self.adapter)
+        )
+        return normalized(logps)
+
     async def rationale(self, item: JudgedItem) -> str:
         completion = await self.lm.complete(
             self.messages(item, "In one sentence: is the reply right, and why?"),
@@ -130,6 +140,15 @@ class PointwiseJudge:
             adapter=await served(self.adapter),
         )
         return completion.text.strip()
+
+
+def normalized(logps: list[float]) -> list[float]:
+    """Log-probabilities of a set of answers as probabilities that sum to 1 over it."""
+    top = max(logps)
+    if top == -math.inf:  # no answer has any weight: nothing to read
+        raise ModelCallFailed("malformed", "every answer has probability 0")
+    weights = [math.exp(lp - top) for lp in logps]
+    return [w / sum(weights) for w in weights]
 
 
 def _head(lm: LM, folder: str) -> RewardHead:

@@ -19,7 +19,7 @@ from infra.scales import ScoreScale
 from judges.calls import each
 from judges.kinds import kind_of
 from judges.parsing import ParsedVerdict, Unparseable, parse_verdict
-from judges.pointwise import judge_messages
+from judges.pointwise import judge_messages, normalized
 from judges.types import JudgedItem
 
 
@@ -71,6 +71,12 @@ class ScaledJudge:
     async def verdicts(self, items: list[JudgedItem]) -> list[ScaledVerdict | Unparseable | None]:
         """Per item its verdict; None where the call failed for good (`judges.calls`)."""
         return await each(items, self.verdict)
+
+    async def choice_probabilities(
+        self, item: JudgedItem, question: str, choices: list[str]
+    ) -> list[float]:
+        """As `PointwiseJudge.choice_probabilities`: each choice's normalized probability."""
+        return normalized(await self.lm.choice_logprobs(self.messages(item, question), choices))
 
     async def rationale(self, item: JudgedItem, max_tokens: int = 48) -> str:
         """A one-sentence reason, for reflective feedback and scores' comments."""

@@ -100,3 +100,8 @@ class ScaledMetric:
 
     async def rationale(self, item: JudgedItem) -> str:
         return await self.judge.rationale(item, self.rationale_max_tokens)
+
+    async def choice_probabilities(
+        self, item: JudgedItem, question: str, choices: list[str]
+    ) -> list[float]:
+        return await self.judge.choice_probabilities(item, question, choices)

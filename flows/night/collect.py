@@ -17,7 +17,8 @@ from infra.traces.record_shape import check_shape
 from infra.traces.types import GENERATION, TOOL
 from infra.types import Example
 from judges.labels import agreed_value, labelled_item, night_scale, value_on
-from judges.types import JudgedItem, LabelWindow, render_inputs
+from judges.trajectory import recorded_request
+from judges.types import JudgedItem, LabelWindow
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class Collected:
     def judged_items(self) -> list[JudgedItem]:
         """Every readable trace of the night as the judge reads it, labelled or not."""
         return [
-            JudgedItem(ex.id, render_inputs(ex.inputs), self.outputs[ex.id]) for ex in self.examples
+            JudgedItem(ex.id, recorded_request(ex), self.outputs[ex.id]) for ex in self.examples
         ]
 
 
@@ -146,7 +147,7 @@ def collect(
             mine[ann.id] = (ann, value, example, reply)
     agreed, conflicting = _agreed(latest, scale, skipped)
     items = [
-        labelled_item(ann, value, render_inputs(example.inputs), reply)
+        labelled_item(ann, value, recorded_request(example), reply)
         for ann, value, example, reply in agreed
     ]
     stamps = [ann.timestamp for ann, _, _, _ in agreed]

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from flows.night.collect import Collected
 from flows.night.runtime import Runtime
 from judges.judge import Judge
-from judges.types import JudgedItem, render_inputs
+from judges.trajectory import recorded_request
+from judges.types import JudgedItem
 from weights.corrections import Commented, WrittenCorrections, write_corrections
 
 
@@ -46,7 +47,7 @@ async def teacher_corrections(
     (`asked`: `commented(collected)` when None), kept where `judge` passes it as the reply
     to its request; `done(1)` as each is written and judged."""
     metric = judge.metric(rt.judge_lm, rt.settings.judge.rationale_max_tokens)
-    requests = {ex.id: render_inputs(ex.inputs) for ex in collected.examples}
+    requests = {ex.id: recorded_request(ex) for ex in collected.examples}
 
     async def passes(example_id: str, reply: str) -> bool | None:
         (p,) = await metric.p_pass_many([JudgedItem(example_id, requests[example_id], reply)])

@@ -377,6 +377,27 @@ def _prompt_and_tool_turns(prompt: ManagedPrompt, sent: list[Message]):
     return sent, []  # a conversation's earlier turns are no tool loop's
 
 
+def recorded_steps(example: Example) -> list[Step]:
+    """The steps a replayed example's trace recorded, as a replay of it reports its own
+    (`ReplayAgent.run`: the steps its last reply depends on, a tool loop's calls written
+    as the replay writes them): what a judge reads of the trace as logged. Empty for an
+    example of another agent."""
+    plan = example.metadata.get(REPLAY)
+    if not isinstance(plan, ReplayPlan):
+        return []
+    steps = []
+    for index in plan.order:
+        for member in (i for i in range(len(plan.steps)) if plan.loops.get(i, i) == index):
+            step = plan.steps[member]
+            if step.kind != GENERATION:
+                steps.append(Step(step.name, None, [], step.output))
+                continue
+            calls = [c.written() for c in step.calls]
+            said = "" if step.output == "\n".join(calls) else step.output
+            steps.append(Step(step.name, step.prompt, step.sent, "\n".join([said, *calls]).strip()))
+    return steps
+
+
 def recorded_tools(traces: list[TraceRecord]) -> dict[str, list[Tool]]:
     """Per managed prompt, the tools its generations were offered (the first definition
     of each tool name seen)."""

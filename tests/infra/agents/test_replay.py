@@ -242,16 +242,29 @@ def test_the_replayed_agent_fits_the_contract():
     check_agent(ReplayAgent(PROMPTS), "'replay'")
 
 
+def numbered(text: str, name: str) -> str | None:
+    """The number of the step called `name` in the trajectory a judge reads."""
+    for line in text.splitlines():
+        number, dot, rest = line.partition(". ")
+        if dot and number.isdigit() and rest.split(" ")[0] == name:
+            return number
+    return None
+
+
 class StepJudge:
-    """Passes a reply that handles the request; its rationale names the step at fault."""
+    """Passes a reply that handles the request. Asked which step failed, it reads the
+    numbered steps and answers write-reply's; its free-text rationale names the other
+    step, so only the structured verdict can lead the optimizer to the right one."""
 
     async def p_pass_many(self, items):
         return [1.0 if item.output_text.startswith("Sure") else 0.0 for item in items]
 
     async def rationale(self, item):
-        if "I cannot help" in item.output_text:
-            return "The write-reply step refused although the kind was right."
-        return "Fine."
+        return "Fine." if item.output_text.startswith("Sure") else "Look at classify-request."
+
+    async def choice_probabilities(self, item, question, choices):
+        at = numbered(item.input_text, "write-reply")
+        return [float(choice == at) for choice in choices]
 
     def passes(self, score: float) -> bool:
         return score >= 0.5

@@ -78,15 +78,18 @@ def without_a_call(messages: list[dict]) -> str:
 
 
 class ToolJudge:
-    """Passes a booking made from a looked-up slot; its rationale names the tool."""
+    """Passes a booking made from a looked-up slot; asked which step failed, it answers
+    the tool that was never called."""
 
     async def p_pass_many(self, items):
         return [1.0 if item.output_text.startswith("Booked") else 0.0 for item in items]
 
     async def rationale(self, item):
-        if item.output_text.startswith("Sorry"):
-            return "It never called find_slot: the find_slot tool was not used."
-        return "Fine."
+        return "Fine." if item.output_text.startswith("Booked") else "It could not book."
+
+    async def choice_probabilities(self, item, question, choices):
+        assert "find_slot" in question  # the tool it may name is offered in the question
+        return [float(choice == "find_slot") for choice in choices]
 
     def passes(self, score: float) -> bool:
         return score >= 0.5
