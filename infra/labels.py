@@ -178,6 +178,8 @@ def _load(cls: type, text: str):
             fields[key] = datetime.fromisoformat(fields[key])
     if "tags" in fields:
         fields["tags"] = tuple(fields["tags"])
+    if fields.get("conversation"):  # a session's turn keeps the conversation before it
+        fields["conversation"] = tuple(tuple(turn) for turn in fields["conversation"])
     if "steps" in fields:  # a multi-step trace keeps its steps
         fields["steps"] = tuple(_load(cls, json.dumps(step)) for step in fields["steps"])
     return cls(**fields)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+CONVERSATION = "conversation"  # Example metadata: the earlier turns of its conversation
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,16 @@ class Example:
     inputs: dict[str, Any]
     reference: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conversation(self) -> tuple[tuple[str, str], ...]:
+        """A conversation's earlier turns, oldest first, as (request, reply): what was
+        said before this one (`infra.traces.sessions`); empty outside a conversation."""
+        return tuple(self.metadata.get(CONVERSATION, ()))
+
+    def in_conversation(self, turns: tuple[tuple[str, str], ...]) -> Example:
+        """This example after `turns`: the judge reads them before its request."""
+        return replace(self, metadata={**self.metadata, CONVERSATION: turns}) if turns else self
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What a judge reads of a run with several steps: the request, then every step in order.
+"""What a judge reads of a run: the conversation before it, its request, every step of it.
 
 A multi-step agent's reply is right or wrong by what came before it: the tool it called,
 the arguments, the result it read, an earlier step's answer. So the judge reads the whole
@@ -9,8 +9,11 @@ labels taught it is what it is asked. Only what happened is written (each step's
 what it said or returned), never whether it was re-run: the judge cannot tell a recorded
 run from a replayed one but by what they did.
 
-The steps are numbered, so the judge can also say which went wrong first (`failed_step`):
-a structured verdict the optimizer credits to the step's component.
+A turn of a conversation (a Langfuse session) is read after the turns before it, which
+its example carries (`infra.traces.sessions`).
+
+The steps are numbered, so the judge can also say which went wrong first: a structured
+verdict the optimizer credits to the step's component (`AgentJudgeAdapter.blame`).
 """
 
 from __future__ import annotations
@@ -46,9 +49,21 @@ def trajectory_text(steps: list[Step]) -> str:
     return "\n".join(lines)
 
 
+def conversation_text(turns: tuple[tuple[str, str], ...]) -> str:
+    """A conversation's earlier turns, oldest first, as the judge reads them."""
+    lines = []
+    for request, reply in turns:
+        lines += [f"user: {request.strip()}", f"assistant: {reply.strip()}"]
+    return "\n".join(lines)
+
+
 def judged_request(example: Example, steps: list[Step]) -> str:
-    """The request as the judge reads it: the example's inputs, then its trajectory."""
+    """The request as the judge reads it: the conversation before it (in a session),
+    the example's inputs, then its trajectory."""
     request = render_inputs(example.inputs)
+    if example.conversation:
+        earlier = conversation_text(example.conversation)
+        request = f"Earlier in this conversation:\n{earlier}\n\nThis turn:\n{request}"
     trajectory = trajectory_text(steps)
     return f"{request}\n\nSteps:\n{trajectory}" if trajectory else request
 

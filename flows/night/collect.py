@@ -14,6 +14,7 @@ from infra.agents.replay import NOT_REPLAYABLE
 from infra.scales import ScoreScale
 from infra.traces import Annotation, RecordError, SkippedRecord, TraceBatch, TraceRecord
 from infra.traces.record_shape import check_shape
+from infra.traces.sessions import in_sessions
 from infra.traces.types import GENERATION, TOOL
 from infra.types import Example
 from judges.labels import agreed_value, labelled_item, night_scale, value_on
@@ -180,7 +181,8 @@ def one_record_per_trace(
     """Each trace's last generation, which its annotation is about, carrying the trace's
     generations and tool calls in recorded order as its `steps` when it has several (an
     agent that replays them step by step reads those). A trace with no generation is
-    named as left out; spans and other observation types only group the steps."""
+    named as left out; spans and other observation types only group the steps. A trace
+    of a session carries the conversation before it (`infra.traces.sessions`)."""
     grouped: dict[str, dict[str, TraceRecord]] = {}  # trace -> observation id -> it
     for trace in traces:
         if trace.type in (GENERATION, TOOL):
@@ -197,7 +199,7 @@ def one_record_per_trace(
         last = generations[-1]
         steps = steps[: steps.index(last) + 1]  # what ran after the last reply is not its
         records.append(replace(last, steps=tuple(steps)) if len(steps) > 1 else last)
-    return records
+    return in_sessions(records)
 
 
 def _agreed(
@@ -252,7 +254,7 @@ def _readable(
     try:
         if max_chars is not None:
             _check_size(trace, max_chars)
-        return agent.example_from_trace(trace)
+        return agent.example_from_trace(trace).in_conversation(trace.conversation)
     except RecordError as err:
         skipped.append(SkippedRecord("traces", 0, err.field, f"trace {trace.trace_id}: {err}"))
         log.warning("skipped trace %s: field %s: %s", trace.trace_id, err.field, err)

@@ -24,6 +24,7 @@ from infra.traces.feedback import JudgeScore, LabelRequest
 from infra.traces.mapping import score_from_langfuse, trace_from_observation
 from infra.traces.outbox import Outbox
 from infra.traces.score_scale import scale_in_force
+from infra.traces.sessions import on_last_traces
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 from infra.traces.types import Annotation, Correction
 from infra.types import Example
@@ -88,13 +89,19 @@ class JsonlTraceSource:
             log.info("%s has no %s: no annotations", self.directory, SCORES)
             return batch
         kept = {t.trace_id for t in batch.traces}
+        sessions = {t.session_id for t in batch.traces if t.session_id}
         for score in _records(scores, score_from_langfuse, batch.skipped):
-            if score.trace_id not in kept:
+            if isinstance(score, Annotation) and not score.trace_id:
+                if score.session_id not in sessions:
+                    continue  # a session's score, on a session out of the window
+            elif score.trace_id not in kept:
                 continue
             if isinstance(score, Correction):
                 batch.corrections.append(score)
             else:
                 (batch.annotations if score.is_human else batch.other_scores).append(score)
+        batch.annotations = on_last_traces(batch.annotations, batch.traces, batch.skipped)
+        batch.other_scores = on_last_traces(batch.other_scores, batch.traces, batch.skipped)
         return batch
 
     def dataset_examples(self, name: str) -> list[Example]:
@@ -122,14 +129,17 @@ class JsonlTraceSource:
                 and a.name == name
                 and (since is None or a.timestamp >= since)
             ]
-        wanted = {a.trace_id for a in batch.annotations} - set(have)
-        if not wanted:  # the usual night: its labels are on its own traces
+        wanted = {a.trace_id for a in batch.annotations if a.trace_id} - set(have)
+        # a session's score: its session's traces, to find its last one and the talk before
+        sessions = {a.session_id for a in batch.annotations if not a.trace_id}
+        if not wanted and not sessions:  # the usual night: its labels are on its own traces
             return batch
         batch.traces = [
             t
             for t in _records(self._observations(), trace_from_observation, batch.skipped)
-            if t.trace_id in wanted
+            if t.trace_id in wanted or (t.session_id and t.session_id in sessions)
         ]
+        batch.annotations = on_last_traces(batch.annotations, batch.traces, batch.skipped)
         return batch
 
     def _observations(self) -> Path:

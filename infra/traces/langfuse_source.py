@@ -35,6 +35,7 @@ from infra.traces.mapping import (
 )
 from infra.traces.record_shape import check_shape
 from infra.traces.score_scale import scale_in_force
+from infra.traces.sessions import on_last_traces
 from infra.traces.source import SkippedRecord, TraceBatch, TraceSourceError, as_utc
 from infra.traces.types import GENERATION, TOOL, TraceRecord
 from infra.types import Example
@@ -110,8 +111,12 @@ class LangfuseTraceSource:
         scores = self._scores(batch, since, name=name, source="ANNOTATION")
         batch.annotations = [s for s in scores if s.is_human and s.name == name]
         # each labelled trace the caller lacks by id, whatever its age: a few per night
-        for trace_id in sorted({a.trace_id for a in batch.annotations} - have):
+        for trace_id in sorted({a.trace_id for a in batch.annotations if a.trace_id} - have):
             batch.traces += self._generations(batch, None, OBSERVATION_PAGE, trace_id=trace_id)
+        # a session's score: its session's traces, to find its last one and the talk before
+        for session in sorted({a.session_id for a in batch.annotations if not a.trace_id}):
+            batch.traces += self._generations(batch, None, OBSERVATION_PAGE, session_id=session)
+        batch.annotations = on_last_traces(batch.annotations, batch.traces, batch.skipped)
         return batch
 
     def _generations(
@@ -197,7 +202,16 @@ class LangfuseTraceSource:
             source="ANNOTATION",
             data_type="BOOLEAN,NUMERIC,CATEGORICAL",
         )
-        batch.annotations = [s for s in scores if s.trace_id in kept]
+        sessions = {t.session_id for t in batch.traces if t.session_id}
+        batch.annotations = on_last_traces(
+            [
+                s
+                for s in scores
+                if s.trace_id in kept or (not s.trace_id and s.session_id in sessions)
+            ],
+            batch.traces,
+            batch.skipped,
+        )
         # corrected outputs, of any name and source
         fixed = self._scores(
             batch, since, correction_from_score, "langfuse:corrections", data_type="CORRECTION"

@@ -48,6 +48,7 @@ def trace_from_observation(obs: dict[str, Any]) -> TraceRecord:
         parent_id=_optional_str(obs, "parentObservationId"),
         model=_optional_str(obs, "model"),
         model_parameters=_optional_dict(obs, "modelParameters"),
+        session_id=_optional_str(obs, "sessionId"),
     )
 
 
@@ -55,7 +56,7 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
     """Map one Langfuse score (v3 API or flat export shape) to an Annotation."""
     _check_record(score)
     data_type = _choice(score, "dataType", _DATA_TYPES)
-    trace_id, observation_id = _subject(score)
+    trace_id, observation_id, session_id = _scored(score)
     stamp_key = "timestamp" if score.get("timestamp") is not None else "createdAt"
     return Annotation(
         id=_required_str(score, "id"),
@@ -69,6 +70,7 @@ def annotation_from_score(score: dict[str, Any]) -> Annotation:
         comment=_optional_str(score, "comment"),
         metadata=_optional_dict(score, "metadata"),
         updated_at=_datetime(score, "updatedAt") if score.get("updatedAt") is not None else None,
+        session_id=session_id,
     )
 
 
@@ -122,6 +124,17 @@ def score_to_langfuse(score: JudgeScore) -> dict[str, Any]:
     elif score.data_type == "CATEGORICAL":
         record["stringValue"] = score.value
     return record
+
+
+def _scored(score: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """(trace id, observation id, session id) of an annotation: a session's score has no
+    trace yet (an empty id) until it is read onto its last trace."""
+    subject = score.get("subject")
+    if isinstance(subject, dict) and subject.get("kind") == "session":
+        return "", None, _required_str(subject, "id", "subject.id")
+    if subject is None and score.get("traceId") is None and score.get("sessionId") is not None:
+        return "", None, _required_str(score, "sessionId")
+    return *_subject(score), _optional_str(score, "sessionId")
 
 
 def _subject(score: dict[str, Any]) -> tuple[str, str | None]:

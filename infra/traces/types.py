@@ -56,6 +56,10 @@ class TraceRecord:
     model: str | None = None  # the model a generation called
     model_parameters: dict[str, Any] = field(default_factory=dict, hash=False)
     steps: tuple[TraceRecord, ...] = field(default=(), hash=False, compare=False)
+    session_id: str | None = None  # the Langfuse session (a conversation) the trace is in
+    # the session's earlier traces, oldest first, as (request, reply): the conversation
+    # before this turn, as far as it was read (`infra.traces.sessions`)
+    conversation: tuple[tuple[str, str], ...] = field(default=(), hash=False, compare=False)
 
     @property
     def prompt_variables(self) -> dict[str, str] | None:
@@ -119,7 +123,10 @@ class TraceRecord:
 
 @dataclass(frozen=True)
 class Annotation:
-    """A score on a trace (or one observation of it); `source == "ANNOTATION"` is a human's.
+    """A score on a trace (or one observation of it), or on a whole session (a
+    conversation); `source == "ANNOTATION"` is a human's. A session's score is read as a
+    score on the session's last trace then, whose judge reads the conversation before it
+    (`infra.traces.sessions`); until then its `trace_id` is empty.
 
     `value` is a float for BOOLEAN (1.0 / 0.0) and NUMERIC scores, and the category label
     for CATEGORICAL ones.
@@ -137,6 +144,7 @@ class Annotation:
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
     # Langfuse's updatedAt: an edit in its UI moves it and keeps `timestamp`
     updated_at: datetime | None = None
+    session_id: str | None = None  # the session it scores, if it scores one
 
     @property
     def is_human(self) -> bool:

@@ -187,7 +187,7 @@ def test_limit_stops_paging_and_drops_scores_of_other_traces():
 
 def test_unmappable_records_are_skipped_and_counted():
     api = FakeApi(
-        [[obs(1), {**obs(2), "traceId": None}]], [[score(1, {"kind": "session", "id": "x"})]]
+        [[obs(1), {**obs(2), "traceId": None}]], [[score(1, {"kind": "experiment", "id": "x"})]]
     )
     batch = LangfuseTraceSource(TraceSettings(), api=api).fetch(None, 10)
     assert [t.id for t in batch.traces] == ["o1"]

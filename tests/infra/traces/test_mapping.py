@@ -143,7 +143,7 @@ def test_flat_export_shape():
         ({"source": "HUMAN"}, "source"),
         ({"dataType": "NUMERIC", "value": "high"}, "value"),
         ({"dataType": "BOOLEAN", "value": 0.5}, "value"),
-        ({"subject": {"kind": "session", "id": "s1"}}, "subject.kind"),
+        ({"subject": {"kind": "experiment", "id": "e1"}}, "subject.kind"),
         ({"subject": {"kind": "observation", "id": "o1"}}, "subject.traceId"),
         ({"subject": None}, "traceId"),
         ({"timestamp": None, "createdAt": None}, "createdAt"),
