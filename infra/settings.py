@@ -544,13 +544,19 @@ class PromotionSettings(Section):
 
 
 class ReplaySettings(Section):
-    """How a replayed agent (agent = "replay") answers the tool calls a candidate makes."""
+    """How a replayed agent (agent = "replay") answers the tool calls a candidate makes,
+    and which of its files are components."""
 
     tool_functions: dict[str, str] = Field(default_factory=dict)
     """Tool name -> an offline stand-in for it, as "package.module:function" (it takes the
     call's arguments as a dict and returns the result). Asked only for a call that no trace
     recorded; nothing else is ever called, so a call reaches a live system only through a
     function named here."""
+    component_files: dict[str, str] = Field(default_factory=dict)
+    """Prompt variable -> a file whose text fills it in every call (a skill, a harness's
+    instructions): the file is a component GEPA may rewrite, its text replacing what the
+    traces recorded for the variable; registered with the prompts, and a winner published
+    into the config (`files`) of each managed prompt that uses the variable."""
 
 
 class EvalSettings(Section):

@@ -60,3 +60,6 @@ class Rollout:
     # a replayed tool-calling run: how many of its tool calls were reused, looked up,
     # simulated or stopped at (`infra.agents.tool_policy`)
     tool_steps: dict[str, int] = field(default_factory=dict)
+    # the tools offered to the call that wrote `output` (OpenAI's shape), as the model was
+    # shown them: a training prompt made from `messages` shows them too
+    tools: list[dict[str, Any]] = field(default_factory=list)

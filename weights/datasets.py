@@ -14,7 +14,7 @@ import math
 import random
 from collections import defaultdict
 
-from infra.lm.tools import for_template
+from infra.lm.tools import for_template, with_tools_described
 from infra.types import Rollout
 
 Record = dict[str, list[dict[str, str]]]
@@ -107,16 +107,17 @@ def _distinct_best_first(group: list[Rollout]) -> list[Rollout]:
 
 
 def _chat(rollout: Rollout) -> list[dict[str, str]]:
-    """The chat the rollout was sent, as training text. A replayed tool loop's chat holds
-    assistant turns with `tool_calls` (and no content) and `tool` turns: the calls are
-    written into the assistant's turn as the model writes them (`<tool_call>{...}`), since
-    a chat template that does not read tool calls (SmolLM2's) would drop them."""
-    if not any(m.get("tool_calls") for m in rollout.messages):
+    """The chat the rollout was sent, as training text, as the local engine showed it to a
+    model whose chat template reads no tools (SmolLM2's): the tools it was offered are
+    described in its system turn, and a replayed tool loop's calls (assistant turns with
+    `tool_calls` and no content) are written into the assistant's turn as the model writes
+    them (`<tool_call>{...}`), the results as `tool` turns."""
+    if not rollout.tools and not any(m.get("tool_calls") for m in rollout.messages):
         return rollout.messages
-    return [
-        {"role": m["role"], "content": m["content"]}
-        for m in for_template(rollout.messages, native=False)
-    ]
+    chat = for_template(rollout.messages, native=False)
+    if rollout.tools:
+        chat = with_tools_described(chat, rollout.tools)
+    return [{"role": m["role"], "content": m["content"]} for m in chat]
 
 
 def _reply(output: str) -> list[dict[str, str]]:

@@ -16,7 +16,8 @@ from flows.night.preflight import check_traces
 from flows.night.run_id import check_run_id
 from infra.agents import Agent, load_agent
 from infra.agents.contract import check_agent
-from infra.agents.replay import REPLAY, ReplayAgent, recorded_tools
+from infra.agents.file_components import load_files
+from infra.agents.replay import REPLAY, ReplayAgent, fixed_placeholders, recorded_tools
 from infra.agents.tool_policy import load_tool_functions
 from infra.errors import UserFacingError
 from infra.labels import LabelStore
@@ -145,6 +146,7 @@ class Runtime:
             )
         try:
             functions = load_tool_functions(self.settings.replay.tool_functions)
+            files = load_files(self.settings.replay.component_files)
         except ValueError as error:
             raise UserFacingError(str(error)) from error
         agent = ReplayAgent(
@@ -152,6 +154,8 @@ class Runtime:
             recorded_models=self.settings.lm.replay_recorded_models,
             tool_functions=functions,
             tools=recorded_tools(batch.traces),
+            placeholders=fixed_placeholders(batch.traces, prompts),
+            files=files,
         )
         check_agent(agent, repr(REPLAY))
         return agent

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flows.production.gate import Evidence, PromotionDecision, decide
-from infra.agents.tool_components import CONFIG_KEY, split
+from infra.agents.file_components import variable_of
+from infra.agents.prompt_config import split
 from infra.registry.mlflow_registry import CANDIDATE, Registry
 from infra.settings import PromotionSettings
 from infra.traces.prompt_hub import PromptHub
@@ -223,14 +224,14 @@ def publish_managed(
     hub's commit message names the MLflow version, a tag of it the hub's versions; `served`
     (the model name the version is served under) goes in each prompt's `config.model`,
     so an agent that reads its prompt calls the weights that were measured with it. Its
-    tools' descriptions (`tool_components`) go in its `config.tool_descriptions`."""
+    tools' descriptions and fixed placeholders' messages go in its config too
+    (`infra.agents.prompt_config`)."""
     made = {}
-    texts, tools = split(prompts)
+    production = hub.production() if any(variable_of(c) for c in prompts) else {}
+    texts, configs = split(prompts, {c: p.variables() for c, p in production.items()})
     for component, text in texts.items():
         if component in hub.names:
-            config = {"model": served} if served else {}
-            if component in tools:
-                config[CONFIG_KEY] = tools[component]
+            config = ({"model": served} if served else {}) | configs.get(component, {})
             found = hub.publish(
                 component, text, labels, f"flywheel: MLflow model {model} v{version}", config
             )

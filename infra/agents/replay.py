@@ -23,16 +23,20 @@ that tool's output cannot be replayed: the trace is left out, named, and counted
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.agents.file_components import component_name as file_component
+from infra.agents.file_components import file_variables
+from infra.agents.placeholder_components import filled, seed_placeholders
 from infra.agents.tool_components import component_name, described, seed_descriptions
 from infra.agents.tool_loop import run_tool_loop
 from infra.agents.tool_policy import Key, ToolFunction, ToolPolicy
 from infra.lm import LM
 from infra.lm.tools import Tool, ToolCall, call_from, tool_name
 from infra.traces.errors import RecordError
-from infra.traces.managed_prompts import ManagedPrompt, Message, infer_variables
+from infra.traces.managed_prompts import ChatMatch, ManagedPrompt, Message, match_chat
 from infra.traces.types import GENERATION, TraceRecord
 from infra.types import Example, Rollout, Step
 
@@ -58,6 +62,7 @@ class RecordedStep:
     tools: tuple[dict[str, Any], ...] = ()  # the tool definitions a generation was offered
     calls: tuple[ToolCall, ...] = ()  # the tools its reply called
     turns: tuple[Message, ...] = ()  # the tool turns sent after its prompt's own messages
+    fills: dict[str, tuple[Message, ...]] = field(default_factory=dict)  # its placeholders'
 
 
 @dataclass(frozen=True)
@@ -83,11 +88,18 @@ class ReplayAgent:
         recorded_models: bool = False,
         tool_functions: dict[str, ToolFunction] | None = None,
         tools: dict[str, list[Tool]] | None = None,
+        placeholders: dict[str, dict[str, list[Message]]] | None = None,
+        files: dict[str, str] | None = None,
     ):
         """`tools`: per prompt, the tools its generations were offered (`recorded_tools`),
-        whose descriptions are components too (`tool_components`)."""
+        whose descriptions are components too (`tool_components`); `placeholders`: per
+        prompt, the placeholders every call filled alike (`fixed_placeholders`), each a
+        component (`placeholder_components`); `files`: variable -> the text of the file that
+        fills it (`file_components`), a component too."""
         self.prompts = dict(prompts)
         self.tools = {name: found for name, found in (tools or {}).items() if name in prompts}
+        self.placeholders = {p: f for p, f in (placeholders or {}).items() if p in prompts}
+        self.files = dict(files or {})
         # each call asks for the model its generation recorded, not the LM's own
         self.recorded_models = recorded_models
         self.policy = ToolPolicy(tool_functions)  # fills with every planned trace's results
@@ -96,7 +108,9 @@ class ReplayAgent:
         seed = {name: prompt.text for name, prompt in self.prompts.items()}
         for name, tools in self.tools.items():
             seed |= seed_descriptions(self.prompts[name], tools)
-        return seed
+        for name, fixed in self.placeholders.items():
+            seed |= seed_placeholders(self.prompts[name], fixed)
+        return seed | {file_component(variable): text for variable, text in self.files.items()}
 
     def example_from_trace(self, trace: TraceRecord) -> Example:
         plan = self.plan(trace)
@@ -105,7 +119,7 @@ class ReplayAgent:
             name: value
             for index in plan.order
             for name, value in plan.steps[index].variables.items()
-            if name not in plan.steps[index].sources
+            if name not in plan.steps[index].sources and name not in self.files
         } or {"request": _last_user_text(first.sent)}
         return Example(id=trace.trace_id, inputs=inputs, metadata={REPLAY: plan})
 
@@ -140,6 +154,7 @@ class ReplayAgent:
         ran: list[Step] = []
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         counts: Counter[str] = Counter()
+        offered: list[dict[str, Any]] = []  # to the latest model call
         for index in plan.order:
             step = plan.steps[index]
             call = dict(params)
@@ -182,6 +197,7 @@ class ReplayAgent:
                 ran.append(Step(step.name, None, sent, step.output))
                 continue
             completion = await lm.complete(messages, **call)
+            offered = []
             outputs[index] = completion.text.strip()
             _add_usage(usage, completion)
             ran.append(Step(step.name, step.prompt, messages, completion.text))
@@ -195,6 +211,7 @@ class ReplayAgent:
             usage=usage,
             steps=ran,
             tool_steps=dict(counts),
+            tools=offered,
         )
 
     def reference_score(self, example: Example, output: str) -> float | None:
@@ -225,8 +242,11 @@ class ReplayAgent:
     ) -> list[Message]:
         """The step's managed prompt, candidate text and all, with this run's upstream."""
         assert step.prompt is not None
+        prompt = self.prompts[step.prompt]
         variables = step.variables | {v: outputs[i] for v, i in step.sources.items()}
-        return self.prompts[step.prompt].render(prompts[step.prompt], variables)
+        variables |= file_variables(prompts, prompt.variables())
+        fills = step.fills | filled(step.prompt, prompts)
+        return prompt.render(prompts[step.prompt], variables, fills)
 
     def _recorded(self, record: TraceRecord, earlier: list[RecordedStep], trace_id: str):
         sent = record.turns
@@ -245,10 +265,10 @@ class ReplayAgent:
             return RecordedStep(
                 name, GENERATION, output, sent, None, {}, sources, max_tokens, model, tools, calls
             )
-        head, turns = _prompt_and_tool_turns(prompt, sent)
+        match, turns = _prompt_and_tool_turns(prompt, sent, self.placeholders.get(prompt.name))
         variables = record.prompt_variables
-        if variables is None:
-            variables = infer_variables(prompt, head)
+        if variables is None and match is not None:
+            variables = match.variables
         if variables is None:
             raise RecordError(
                 "metadata.prompt_variables",
@@ -269,6 +289,7 @@ class ReplayAgent:
             tools,
             calls,
             tuple(turns),
+            {k: tuple(v) for k, v in match.fills.items()} if match else {},
         )
 
 
@@ -366,15 +387,28 @@ def _recorded_results(steps: list[RecordedStep], loops: dict[int, int]) -> dict[
     return results
 
 
-def _prompt_and_tool_turns(prompt: ManagedPrompt, sent: list[Message]):
-    """The part of a recorded chat the prompt rendered, and the tool turns after it (an
-    assistant's calls, the tools' results) that a tool loop added."""
-    own = 1 if prompt.messages is None else len(prompt.with_component(prompt.text))
-    tail = sent[own:]
-    tool_turns = any(t.get("role") == "tool" or t.get("tool_calls") for t in tail)
-    if tool_turns and all(t.get("role") in ("assistant", "tool") for t in tail):
-        return sent[:own], tail
-    return sent, []  # a conversation's earlier turns are no tool loop's
+def _prompt_and_tool_turns(
+    prompt: ManagedPrompt,
+    sent: list[Message],
+    known: Mapping[str, Sequence[Message]] | None = None,
+) -> tuple[ChatMatch | None, list[Message]]:
+    """How the prompt made the recorded chat (None: it does not match; `known`: fills of
+    its placeholders that every call sent), and the tool turns after it (an assistant's
+    calls, the tools' results) that a tool loop added."""
+    end = len(sent) - _tool_tail(sent)
+    match = match_chat(prompt, sent, end, known)
+    return (match if match is not None and match.used == end else None), sent[end:]
+
+
+def _tool_tail(sent: list[Message]) -> int:
+    """How many turns at the chat's end a tool loop added: assistant calls and results,
+    ending with a result."""
+    count = 0
+    for turn in reversed(sent):
+        if turn.get("role") != "tool" and not turn.get("tool_calls"):
+            break
+        count += 1
+    return count if count and sent[-1].get("role") == "tool" else 0
 
 
 def recorded_steps(example: Example) -> list[Step]:
@@ -396,6 +430,46 @@ def recorded_steps(example: Example) -> list[Step]:
             said = "" if step.output == "\n".join(calls) else step.output
             steps.append(Step(step.name, step.prompt, step.sent, "\n".join([said, *calls]).strip()))
     return steps
+
+
+def fixed_placeholders(
+    traces: list[TraceRecord], prompts: dict[str, ManagedPrompt]
+) -> dict[str, dict[str, list[Message]]]:
+    """Per managed prompt, each placeholder that every recorded call of it filled with
+    the same messages (none at all: no component). Of two placeholders side by side
+    (few-shot turns, then a conversation's history), the earlier's fill is what every
+    call sent first there alike."""
+    seen: dict[str, dict[str, list[list[Message]]]] = {}
+    for trace in traces:
+        for record in trace.steps or (trace,):
+            prompt = prompts.get(record.prompt_name or "")
+            if record.type != GENERATION or prompt is None or not prompt.placeholders():
+                continue
+            match, _ = _prompt_and_tool_turns(prompt, record.turns)
+            for name, fill in (match.fills if match else {}).items():
+                seen.setdefault(prompt.name, {}).setdefault(name, []).append(fill)
+    for name, by_name in seen.items():
+        _split_side_by_side(prompts[name], by_name)
+    return {
+        prompt: fixed
+        for prompt, by_name in seen.items()
+        if (fixed := {n: f[0] for n, f in by_name.items() if f[0] and all(x == f[0] for x in f)})
+    }
+
+
+def _split_side_by_side(prompt: ManagedPrompt, fills: dict[str, list[list[Message]]]) -> None:
+    """A placeholder right before another took nothing in each call (`match_chat`): give
+    it the messages every call sent first there alike, and the later one the rest."""
+    names = [m.get("name") for m in prompt.template(prompt.text)]
+    for earlier, later in zip(names, names[1:], strict=False):
+        if earlier is None or later is None or later not in fills:
+            continue
+        runs = fills[later]
+        shared = 0
+        while all(len(r) > shared and r[shared] == runs[0][shared] for r in runs):
+            shared += 1
+        fills[earlier] = [r[:shared] for r in runs]
+        fills[later] = [r[shared:] for r in runs]
 
 
 def recorded_tools(traces: list[TraceRecord]) -> dict[str, list[Tool]]:

@@ -13,7 +13,6 @@ others. The tool's name and parameters never change: a call must still reach the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from infra.lm.tools import Tool, tool_name
 from infra.traces.managed_prompts import ManagedPrompt
@@ -55,16 +54,3 @@ def described(tools: list[Tool], prompt: str, candidate: Mapping[str, str]) -> l
             continue
         out.append({**tool, "function": {**tool["function"], "description": text}})
     return out
-
-
-def split(components: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """The prompts' texts, and per prompt its tools' descriptions (for its config)."""
-    prompts: dict[str, str] = {}
-    tools: dict[str, dict[str, Any]] = {}
-    for component, text in components.items():
-        found = tool_of(component)
-        if found is None:
-            prompts[component] = text
-        else:
-            tools.setdefault(found[0], {})[found[1]] = text
-    return prompts, tools

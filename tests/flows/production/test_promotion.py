@@ -201,3 +201,58 @@ def test_a_tool_description_goes_into_its_prompts_config_not_a_prompt_of_its_own
             "tool_descriptions": {"find_slot": "Free slots of a weekday"},
         }
         assert newest["prompt"][0] == {"role": "system", "content": "Look slots up first."}
+
+
+def test_a_fixed_placeholder_goes_into_its_prompts_config_and_the_placeholder_stays(tmp_path):
+    with FakeLangfusePrompts() as fake:
+        chat = [
+            {"role": "system", "content": "seed"},
+            {"type": "placeholder", "name": "examples"},
+            {"role": "user", "content": "{{request}}"},
+        ]
+        fake.store.create(
+            {"name": "booker", "type": "chat", "labels": ["production"], "prompt": chat}
+        )
+        hub = PromptHub(TraceSettings(source="langfuse"), api=fake.sdk_api(), replayed={"booker"})
+        assert hub.production()["booker"].placeholders() == ["examples"]
+        registry = Registry(Settings(state_dir=tmp_path).mlflow)
+        v1 = night(registry, "n1", gain_over(None, 12))
+        candidate = {
+            "booker": "Look slots up first.",
+            "booker.placeholders.examples": "user: Book Monday.\n\nassistant: Booked Monday 9:00.",
+        }
+        made = publish_managed(registry, hub, MODEL, v1, candidate, ["candidate"])
+        assert set(made) == {"booker"} and set(fake.store.prompts) == {"booker"}
+        newest = fake.store.prompts["booker"][-1]
+        assert newest["config"]["placeholders"] == {
+            "examples": [
+                {"role": "user", "content": "Book Monday."},
+                {"role": "assistant", "content": "Booked Monday 9:00."},
+            ]
+        }
+        assert newest["prompt"][0] == {"role": "system", "content": "Look slots up first."}
+        assert {"type": "placeholder", "name": "examples"} in newest["prompt"]
+
+
+def test_a_file_component_goes_into_the_config_of_the_prompts_that_use_its_variable(tmp_path):
+    with FakeLangfusePrompts() as fake:
+        uses = [
+            {"role": "system", "content": "Plan.\n{{skill}}"},
+            {"role": "user", "content": "{{q}}"},
+        ]
+        fake.store.create(
+            {"name": "planner", "type": "chat", "labels": ["production"], "prompt": uses}
+        )
+        fake.store.create(
+            {"name": "writer", "type": "text", "labels": ["production"], "prompt": "{{q}}"}
+        )
+        hub = PromptHub(
+            TraceSettings(source="langfuse"), api=fake.sdk_api(), replayed={"planner", "writer"}
+        )
+        registry = Registry(Settings(state_dir=tmp_path).mlflow)
+        v1 = night(registry, "n1", gain_over(None, 12))
+        candidate = {"planner": "Plan.\n{{skill}}", "writer": "{{q}}!", "files.skill": "Walk."}
+        made = publish_managed(registry, hub, MODEL, v1, candidate, ["candidate"])
+        assert set(made) == {"planner", "writer"}  # the file is no prompt of its own
+        assert fake.store.prompts["planner"][-1]["config"] == {"files": {"skill": "Walk."}}
+        assert fake.store.prompts["writer"][-1]["config"] == {}

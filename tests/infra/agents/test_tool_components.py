@@ -9,12 +9,12 @@ import json
 from dataclasses import replace
 
 from gepa_opt import GEPAConfig, optimize
+from infra.agents.prompt_config import split
 from infra.agents.replay import ReplayAgent, recorded_tools
 from infra.agents.tool_components import (
     component_name,
     described,
     seed_descriptions,
-    split,
     tool_of,
 )
 from judges.agent_metric import AgentJudgeAdapter, steps_text
@@ -31,7 +31,7 @@ def test_a_tool_component_is_named_for_its_prompt_and_tool_and_split_back():
     assert tool_of(DESCRIBED) == ("booker", "find_slot") and tool_of("booker") is None
     prompts, tools = split({"booker": "B", DESCRIBED: "D", "other": "O"})
     assert prompts == {"booker": "B", "other": "O"}
-    assert tools == {"booker": {"find_slot": "D"}}
+    assert tools == {"booker": {"tool_descriptions": {"find_slot": "D"}}}
 
 
 def test_the_seed_description_is_the_prompts_config_else_the_recorded_one():

@@ -65,3 +65,26 @@ async def test_a_broken_tool_definition_is_refused_before_any_call(lm):
     with pytest.raises(ValueError, match=r"tools\[0\]: needs function.name"):
         await lm.complete(CHAT, tools=[{"type": "function", "function": {}}])
     assert sum(lm.tally.calls.values()) == calls
+
+
+def test_a_training_prompt_shows_the_tools_as_the_engine_showed_them(lm):
+    """The weight step trains on the chat a tool loop was sent: with the tools it was
+    offered described, token for token what the engine rendered for the model."""
+    from infra.types import Example, Rollout
+    from weights.datasets import sft_records
+
+    call = {"id": "c0", "type": "function", "function": {"name": "find_slot"}}
+    call["function"]["arguments"] = '{"day": "Friday"}'
+    sent = [
+        *CHAT[:-1],
+        {"role": "user", "content": "Anything on Friday?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c0", "content": "Free on Friday: 10:00."},
+    ]
+    rollout = Rollout(Example("t", {"request": "Friday"}), {}, "Booked.", sent, 1.0, tools=[FIND])
+    (record,) = sft_records([rollout], min_score=0.5, max_records=1)
+    trained = lm.tokenizer.apply_chat_template(
+        record["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    assert trained == lm.prompt_ids(sent, [FIND])
+    assert trained != lm.prompt_ids(sent)  # without the tools, the model saw another prompt
