@@ -43,12 +43,13 @@ from flows.night.registration import log_feedback, production_prompts, register_
 from flows.night.retention import expire
 from flows.night.runtime import Runtime
 from flows.night.schedule import Schedule, evaluate_heldout
-from flows.night.tasks import optimizing, stage
+from flows.night.tasks import optimizing, served, stage
 from flows.night.training_runs import judge_lora_dir
 from flows.production import serving
 from flows.production.approval import ask_approval
 from flows.production.gate import Evidence, PromotionDecision, decide
 from flows.production.moves import recorded
+from flows.production.must_pass import CaseResult, MustPassCase, configured_cases, run_cases
 from flows.production.promotion import PRODUCTION, Move, decline
 from flows.report.night_report import NightReport, Registered
 from flows.report.progress import StageProgress
@@ -277,6 +278,26 @@ async def register(rt: Runtime, run_id: str, report: NightReport) -> Registered:
     return register_versions(rt, run_id, report)
 
 
+@stage("must-pass")
+async def must_pass(
+    rt: Runtime, run_id: str, state: NightState, cases: list[MustPassCase]
+) -> list[CaseResult]:
+    """The candidate on each must-pass case; one failure refuses it (`decide`)."""
+    adapter = await served(rt, state.adapter)
+    with StageProgress("must-pass cases", len(cases), "cases") as progress:
+        results = await run_cases(
+            rt.agent,
+            rt.lm,
+            rt.judge_lm,
+            state.prompts,
+            cases,
+            adapter,
+            rt.settings.agent_opt.max_tokens,
+        )
+        progress.advance(len(results))
+    return results
+
+
 @stage("promote")
 async def promote_candidate(
     rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
@@ -419,6 +440,8 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     await serving.finish_interrupted(where, rt.registry, model, rt.prompt_hub)
     production = await _retrying(rt, read_production)(rt, run_id)
     collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
+    # read now, so a bad case file stops the night before its hours of work, not after
+    cases = configured_cases(rt.settings.promotion, rt.agent, rt.traces)
     watch = await clock.time("judge_watch", watch_judge_in_use(rt, run_id, collected))
     aligned = await clock.time("judge", align_judge(rt, run_id, collected))
     work = train_judge_adapter(rt, run_id, aligned, collected)
@@ -451,7 +474,11 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     unchanged = best == in_production
     evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
     evidence = night_evidence(evals, gate, production.version)
-    decision = decide(evidence, rt.settings.promotion, rt.settings.seed, unchanged)
+    run_cases_now = cases and not unchanged  # production itself is no candidate to check
+    checked = (
+        await clock.time("must_pass", must_pass(rt, run_id, best, cases)) if run_cases_now else []
+    )
+    decision = decide(evidence, rt.settings.promotion, rt.settings.seed, unchanged, checked)
     report = NightReport(
         run_id=run_id,
         collected=summarize(collected),
@@ -467,6 +494,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         stage_intervals=clock.intervals,
         evidence=evidence,
         promotion=decision,
+        must_pass=checked,
         # the candidate's weights: a kept weight step's adapter, else production's carried on
         adapter_path=best.adapter.path if best.adapter else None,
         seed_prompts=production.prompts,

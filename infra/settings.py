@@ -541,6 +541,13 @@ class PromotionSettings(Section):
     """Smaller slices are too noisy to hold a version back."""
     resamples: PositiveInt = 2000
     """Paired bootstrap resamples for the gain's 95% interval."""
+    must_pass_path: str = ""
+    """A JSONL of must-pass cases (`flows.production.must_pass`: an id, `inputs` or a
+    `trace`, and one check: `expected`, `contains`, `regex`, `json_schema` or `judge`); a
+    candidate that fails one is refused, whatever its gain; empty = none."""
+    must_pass_dataset: str = ""
+    """Else a Langfuse dataset of them: each item's input, and its expected output (or a
+    check in its metadata, `{"check": {"regex": "..."}}`)."""
 
 
 class ReplaySettings(Section):

@@ -1,5 +1,6 @@
 """The gate a version passes before it may go to production: on the held-out examples,
-it beats the version in production, no slice of them falls, and its measure is trusted.
+it beats the version in production, no slice of them falls, its measure is trusted, and
+it passes every must-pass case (`flows.production.must_pass`).
 
 Both versions are scored on the same examples in the same night, so the comparison is
 paired: the interval is a bootstrap over examples of the mean gain, and it must exclude
@@ -11,9 +12,11 @@ examples is too noisy to hold a version back, and is not checked.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from flows.production.must_pass import CaseResult
 from infra.settings import PromotionSettings
 from judges.metrics import Estimate, bootstrap
 
@@ -52,10 +55,15 @@ class PromotionDecision:
 
 
 def decide(
-    evidence: Evidence, cfg: PromotionSettings, seed: int = 0, unchanged: bool = False
+    evidence: Evidence,
+    cfg: PromotionSettings,
+    seed: int = 0,
+    unchanged: bool = False,
+    must_pass: Sequence[CaseResult] = (),
 ) -> PromotionDecision:
     """Pass only when every condition holds; the reason names each one that did not.
-    `unchanged`: no step was kept, so the candidate is production itself."""
+    `unchanged`: no step was kept, so the candidate is production itself; `must_pass`:
+    the candidate's must-pass cases, each failure named."""
     ids, new, old = paired(evidence)
     if not ids:
         return PromotionDecision(False, "no held-out example was scored for both", 0.0, None, None)
@@ -83,6 +91,7 @@ def decide(
         failed.append("it was scored by a judge that did not pass its gate, and no true labels")
     if evidence.judge_drifted:  # its steps were chosen on a judge people no longer agree with
         failed.append("the judge in use drifted from people's recent labels (judge watch)")
+    failed += [case.sentence() for case in must_pass if not case.passed]  # whatever the mean
     if failed:
         return PromotionDecision(
             False, f"{measured}; refused: {'; '.join(failed)}", gain, low, high, drops

@@ -10,6 +10,7 @@ from flows.night.fast_slow import Step
 from flows.night.feedback import Feedback
 from flows.night.stages import Evaluation, PromptStage
 from flows.production.gate import Evidence, PromotionDecision
+from flows.production.must_pass import CaseResult
 from flows.production.promotion import CANDIDATE, Move
 from infra.lm import StageCalls
 from judges.align import Alignment
@@ -64,6 +65,7 @@ class NightReport:
     adapter_path: str | None = None  # the candidate's adapter: tonight's or production's
     evidence: Evidence | None = None  # the candidate against production, held-out, paired
     promotion: PromotionDecision | None = None  # the gate's decision on that evidence
+    must_pass: list[CaseResult] = field(default_factory=list)  # the candidate's, each case
     registered: Registered | None = None
     moved: Move | None = None  # what the night did to production (promotion.auto)
     feedback: Feedback | None = None  # label requests and judge scores sent back
@@ -134,6 +136,8 @@ class NightReport:
             if self.promotion.low is not None:
                 out["heldout_gain_low"] = self.promotion.low
                 out["heldout_gain_high"] = self.promotion.high
+        if self.must_pass:
+            out["must_pass_failed"] = float(sum(not case.passed for case in self.must_pass))
         if self.feedback:
             out |= self.feedback.metrics()
         out |= call_metrics(self.calls)

@@ -265,6 +265,9 @@ def promotion_lines(report: NightReport) -> list[str]:
         return []
     verdict = "passed" if report.promotion.passed else "refused the candidate"
     out = [f"Promotion gate {verdict}: {report.promotion.reason}."]
+    if report.must_pass:
+        passed = sum(case.passed for case in report.must_pass)
+        out.append(f"Must-pass cases: the candidate passed {passed} of {len(report.must_pass)}.")
     if report.moved is not None:
         out.append(f"Production: {report.moved.line()}.")
     elif report.promotion.passed and report.registered is not None:

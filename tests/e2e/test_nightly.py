@@ -122,9 +122,13 @@ def runtime_for():
 
 def test_nightly_registers_versions_with_metrics(tmp_path, runtime_for):
     export = small_export(tmp_path / "export")
+    # a must-pass case any reply passes: the gate runs it on a changed candidate
+    cases = tmp_path / "must_pass.jsonl"
+    cases.write_text(json.dumps({"id": "any", "inputs": {"request": "hi"}, "regex": "[\\s\\S]*"}))
     settings = Settings(
         state_dir=tmp_path / "state",
         traces={"jsonl_dir": str(export)},
+        promotion={"must_pass_path": str(cases)},
         # the 135M judge is not trusted: the agent's steps run all the same
         judge={
             "max_metric_calls": 40,
@@ -178,6 +182,8 @@ def test_nightly_registers_versions_with_metrics(tmp_path, runtime_for):
     assert version.tags["flywheel.gate.passed"] == str(passed).lower()
     assert version.tags["flywheel.gate.reason"] == report.promotion.reason
     assert ("candidate" in version.aliases) == passed == ("production" in version.aliases)
+    changed = any(step.decision.kept for step in report.steps)
+    assert [(r.id, r.passed) for r in report.must_pass] == ([("any", True)] if changed else [])
     assert report.evidence.production_version is None and report.evidence.by_labels
     assert set(report.evidence.candidate) == set(report.evidence.production)
     assert len(report.evidence.candidate) == report.evals["seed"].n == 11  # 21 less 10
