@@ -73,6 +73,8 @@ from judges.injection import injection_check
 from judges.judge import Judge
 from judges.judge_head import JudgeHead
 from judges.judge_lora import JudgeLora
+from judges.pairwise import SEED_PAIRWISE_PROMPTS, PairwiseJudge
+from judges.pairwise_gate import PairwiseEvidence, compare_replies
 from judges.pointwise import SEED_JUDGE_PROMPTS
 from judges.scaled_metric import check_ranked
 from judges.versions import production_judge
@@ -298,6 +300,25 @@ async def must_pass(
     return results
 
 
+@stage("pairwise-gate")
+async def compare_side_by_side(
+    rt: Runtime, run_id: str, candidate: stages.Evaluation, production: stages.Evaluation
+) -> PairwiseEvidence:
+    """The candidate's and production's replies to each held-out request, read side by side
+    by the pairwise judge on the night's judge model (`judges.pairwise_gate`)."""
+    judge = PairwiseJudge(rt.judge_lm, SEED_PAIRWISE_PROMPTS)
+    shared = set(candidate.outputs) & set(production.outputs)
+    with StageProgress("pairwise gate", 2 * len(shared), "judge calls"):
+        return await compare_replies(
+            judge,
+            candidate.requests,
+            candidate.outputs,
+            production.outputs,
+            rt.settings.promotion.resamples,
+            rt.settings.seed,
+        )
+
+
 @stage("promote")
 async def promote_candidate(
     rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
@@ -474,6 +495,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     unchanged = best == in_production
     evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
     evidence = night_evidence(evals, gate, production.version)
+    if rt.settings.promotion.pairwise and not evidence.by_labels and not unchanged:
+        work = compare_side_by_side(rt, run_id, evals["candidate"], evals["seed"])
+        evidence = replace(evidence, pairwise=await clock.time("pairwise", work))
     run_cases_now = cases and not unchanged  # production itself is no candidate to check
     checked = (
         await clock.time("must_pass", must_pass(rt, run_id, best, cases)) if run_cases_now else []

@@ -541,6 +541,14 @@ class PromotionSettings(Section):
     """Smaller slices are too noisy to hold a version back."""
     resamples: PositiveInt = 2000
     """Paired bootstrap resamples for the gain's 95% interval."""
+    pairwise: bool = False
+    """Where no true label scores the held-out examples: also read the candidate's and
+    production's replies to each request side by side with the pairwise judge (the
+    night's judge model, both orders); the candidate's win rate's 95% interval must lie
+    above 0.5. Two judge calls per held-out example."""
+    max_position_flips: float = Field(0.3, ge=0.0, le=1.0)
+    """Most pairs whose two orders may disagree: a pairwise judge that flips more often
+    follows the order, not the replies, and its win rate holds the candidate back."""
     must_pass_path: str = ""
     """A JSONL of must-pass cases (`flows.production.must_pass`: an id, `inputs` or a
     `trace`, and one check: `expected`, `contains`, `regex`, `json_schema` or `judge`); a

@@ -26,7 +26,7 @@ from infra.scales import ScoreScale
 from infra.settings import AgentOptSettings, GEPASettings, LoraSettings, NetworkSettings
 from infra.types import Example, Rollout
 from judges.addressing import addresses_judge
-from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts
+from judges.agent_metric import AgentJudgeAdapter, RolloutJudge, judge_rollouts, judged_item
 from judges.align import Alignment, align
 from judges.calls import Done, answered, each, gepa_reflection
 from judges.judge import Judge
@@ -101,6 +101,10 @@ class Evaluation:
     failed: int = 0  # examples left out: a model call failed for good
     # a replayed tool-calling agent: its tool calls by how they were answered
     tool_steps: dict[str, int] = field(default_factory=dict)
+    # per example, its reply and its request as a judge reads it: what a pairwise judge
+    # compares with another version's reply (`judges.pairwise_gate`)
+    outputs: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, str] = field(default_factory=dict)
 
 
 def gepa_config(
@@ -380,6 +384,8 @@ async def evaluate_agent(
         by_labels=bool(rollouts) and not judged,
         failed=len(examples) - len(rollouts),
         tool_steps=dict(sum((Counter(r.tool_steps) for r in rollouts), Counter())),
+        outputs={r.example.id: r.output for r in rollouts},
+        requests={r.example.id: judged_item(r).input_text for r in rollouts},
     )
 
 

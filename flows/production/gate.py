@@ -1,6 +1,9 @@
 """The gate a version passes before it may go to production: on the held-out examples,
 it beats the version in production, no slice of them falls, its measure is trusted, and
-it passes every must-pass case (`flows.production.must_pass`).
+it passes every must-pass case (`flows.production.must_pass`). Where no true label scored
+the examples, `promotion.pairwise` also compares the two versions' replies side by side
+(`judges.pairwise_gate`): the candidate's win rate must lie above 0.5, from a judge the
+order of the replies does not sway too often.
 
 Both versions are scored on the same examples in the same night, so the comparison is
 paired: the interval is a bootstrap over examples of the mean gain, and it must exclude
@@ -19,6 +22,7 @@ from statistics import fmean
 from flows.production.must_pass import CaseResult
 from infra.settings import PromotionSettings
 from judges.metrics import Estimate, bootstrap
+from judges.pairwise_gate import PairwiseEvidence
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,9 @@ class Evidence:
     judge_trusted: bool = False  # the judge that scored it passed its own gate
     judge_drifted: bool = False  # the judge in use fell from people's recent labels (watch)
     production_version: int | None = None  # None: the agent's seed prompts, no version yet
+    # reply against reply on the same held-out requests (`promotion.pairwise`), where no
+    # true label scored them
+    pairwise: PairwiseEvidence | None = None
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,29 @@ def decide(
     if evidence.judge_drifted:  # its steps were chosen on a judge people no longer agree with
         failed.append("the judge in use drifted from people's recent labels (judge watch)")
     failed += [case.sentence() for case in must_pass if not case.passed]  # whatever the mean
+    if evidence.pairwise is not None:
+        measured += f"; {evidence.pairwise.line()}"
+        failed += _pairwise_failures(evidence.pairwise, cfg)
     if failed:
         return PromotionDecision(
             False, f"{measured}; refused: {'; '.join(failed)}", gain, low, high, drops
         )
     return PromotionDecision(True, f"{measured}; passed", gain, low, high)
+
+
+def _pairwise_failures(pairwise: PairwiseEvidence, cfg: PromotionSettings) -> list[str]:
+    """Why the side-by-side comparison holds the candidate back: its win rate's interval
+    not above 0.5, or a judge whose verdicts follow the order of the replies too often."""
+    failed = []
+    if pairwise.low is None or not pairwise.low > 0.5:
+        failed.append("its pairwise win rate's interval does not lie above 0.5")
+    if pairwise.flip_rate > cfg.max_position_flips:
+        failed.append(
+            f"the pairwise judge's verdict flipped with the order on {pairwise.flip_rate:.0%} "
+            f"of the pairs (promotion.max_position_flips {cfg.max_position_flips:.0%}): "
+            "its win rate is not trusted"
+        )
+    return failed
 
 
 def paired(evidence: Evidence) -> tuple[list[str], list[float], list[float]]:

@@ -136,6 +136,9 @@ class NightReport:
             if self.promotion.low is not None:
                 out["heldout_gain_low"] = self.promotion.low
                 out["heldout_gain_high"] = self.promotion.high
+        if self.evidence and self.evidence.pairwise:
+            out["pairwise_win_rate"] = self.evidence.pairwise.win_rate
+            out["pairwise_position_flips"] = self.evidence.pairwise.flip_rate
         if self.must_pass:
             out["must_pass_failed"] = float(sum(not case.passed for case in self.must_pass))
         if self.feedback:

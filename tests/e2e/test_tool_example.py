@@ -37,6 +37,7 @@ def test_flywheel_run_optimizes_the_tool_agent_s_prompt_through_its_tool_loops(t
         AGENT_OPT__PARETO_SIZE="4",
         EVAL__HELDOUT_TRACE_SHARE=str(HELDOUT_SHARE),
         CORRECTIONS__ENABLED="false",  # they train weight steps: none tonight
+        PROMOTION__PAIRWISE="true",  # no true labels: replies compared side by side too
     )
     # 0: its candidate passed the gate; 4: the gate refused it; either way the night ended
     assert night.returncode in (0, 4), night.stdout[-3000:] + night.stderr[-3000:]
@@ -68,3 +69,6 @@ def test_flywheel_run_optimizes_the_tool_agent_s_prompt_through_its_tool_loops(t
     assert metrics["agent_metric_calls"] <= 16
     seed_val = metrics["step1_agent_val_seed"]
     assert 0.0 <= seed_val <= 1.0 and metrics["step1_agent_val_best"] >= seed_val
+    # a changed candidate's replies were read beside production's by the pairwise judge
+    kept = metrics["step1_kept"] == 1.0
+    assert ("pairwise win rate" in version.tags["flywheel.gate.reason"]) == kept
