@@ -237,6 +237,8 @@ def notes(report: NightReport) -> list[str]:
             "dataset, or eval.heldout_trace_share to hold out a share of the traces; without "
             "them nothing is measured against production, and nothing can be promoted."
         )
+    if a.skipped:
+        out.append(f"{a.skipped}.")
     if a.kept_seed:
         below = (
             f", below the {a.floor:.2f} a rubric needs to replace it (judge.min_agreement)"
