@@ -43,6 +43,13 @@ def _conflicting(count: int) -> str:
     )
 
 
+def _outside_window(count: int) -> str:
+    """Said only when it happened: a store of old labels only reads as no labels otherwise."""
+    if not count:
+        return ""
+    return f" {count} stored labels are older than judge.label_window_days: left out."
+
+
 def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     a = report.alignment
     seed, aligned = a.seed.heldout, a.judge.heldout
@@ -128,7 +135,8 @@ def judge_lines(report: NightReport) -> list[str]:
         f"Labels: the judge learned from {counts.get('annotations', 0)} to date, "
         f"{counts.get('annotations_new', 0)} of them new tonight; "
         f"{counts.get('annotations_answered', 0)} answer the judge's label requests."
-        + _conflicting(counts.get("annotations_conflicting", 0)),
+        + _conflicting(counts.get("annotations_conflicting", 0))
+        + _outside_window(counts.get("annotations_outside_window", 0)),
         *([g.watch.line()] if g.watch else []),
         *([g.injection.line()] if g.injection else []),
         *judge_lora_lines(report),

@@ -228,3 +228,17 @@ def test_how_a_replayed_agents_tool_calls_were_answered_is_reported_only_when_it
     text = render_markdown(with_tools)
     assert "Tool calls in the candidate's held-out replay: 7 reused, 2 looked up, " in text
     assert "0 simulated, 1 stopped" in text
+
+
+def test_labels_left_out_by_the_window_are_said_only_when_there_were_some():
+    night = report(0.5)
+    old = replace(night, collected=night.collected | {"annotations_outside_window": 30})
+    assert "30 stored labels are older than judge.label_window_days" in render_markdown(old)
+    assert "label_window_days" not in render_markdown(night)
+
+
+def test_an_alignment_skipped_for_want_of_labels_says_why():
+    skipped = "Judge alignment skipped: 0 labels (0 to fit on, 0 to validate on) are too few"
+    night = report(0.5, replace(alignment({}), skipped=skipped))
+    assert f"{skipped}." in render_markdown(night)
+    assert "Judge alignment skipped" not in render_markdown(report(0.5))
