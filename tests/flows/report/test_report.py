@@ -1,4 +1,6 @@
+import math
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from flows.night.fast_slow import Step, decide_step
 from flows.night.feedback import Feedback
@@ -10,6 +12,7 @@ from judges.align import Alignment
 from judges.choose import JudgeGate
 from judges.gate import gate_judge
 from judges.judge import Judge
+from judges.watch import Watch
 from weights.round import LoraRound
 
 STARS = ScoreScale("numeric", minimum=1, maximum=5)
@@ -242,3 +245,19 @@ def test_an_alignment_skipped_for_want_of_labels_says_why():
     night = report(0.5, replace(alignment({}), skipped=skipped))
     assert f"{skipped}." in render_markdown(night)
     assert "Judge alignment skipped" not in render_markdown(report(0.5))
+
+
+def test_a_watch_with_no_new_labels_is_a_sentence_and_no_statistic():
+    """Issue 57 (a): the night after a first with no labelling between them. The watch has
+    nothing to measure the judge in use on: the report says so, and MLflow gets the count
+    but no NaN statistic to chart."""
+    made = datetime(2026, 11, 30, 2, tzinfo=UTC)
+    quiet = Watch("agent-judge-rubric v1", "kappa", made, 0, math.nan, 0.4, 0.2, 20)
+    night = report(0.5)
+    night = replace(night, gate=replace(night.gate, watch=quiet))
+    assert (
+        "Judge watch: no labels made since 2026-11-30 02:00 UTC, when agent-judge-rubric v1 "
+        "was registered: nothing new to measure it on." in render_markdown(night)
+    )
+    metrics = night.metrics()
+    assert metrics["judge_watch_labels"] == 0.0 and "judge_watch_kappa" not in metrics
