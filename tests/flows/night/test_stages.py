@@ -1,6 +1,7 @@
 """The night's stages on a Runtime built with fakes: a scripted LM and an in-memory source."""
 
 import json
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -351,3 +352,20 @@ async def test_a_store_of_labels_older_than_the_window_reads_as_that_and_aligns_
     assert summarize(collected)["annotations_outside_window"] == 10
     alignment = await stages.align_judge_stage(rt, collected.items, collected.scale)
     assert alignment.skipped.startswith("Judge alignment skipped: 0 labels")
+
+
+async def test_the_head_stage_with_no_labels_fits_nothing_and_says_so(tmp_path):
+    """A night with no labels reaches the reward-head step with none: a note, no head."""
+    from judges.align import Alignment
+    from judges.judge_lora import JudgeLora
+
+    lm = ScriptedLM()
+    lm.base_model_path = "/models/judge"
+    rt = Runtime(Settings(state_dir=tmp_path), lm=lm, judge_lm=lm)
+    rubric = Judge({"rubric": "r"}, threshold=0.5)
+    alignment = Alignment(rubric, rubric, math.nan, math.nan, False, rubric.prompts, 0, {})
+    lora = JudgeLora(0, math.nan, note="0 training and 0 validation labels: too few to train on")
+    same, step = await stages.judge_head_stage(rt, alignment, lora, [], tmp_path / "head")
+    assert same is alignment and step.kept is None and step.val is None
+    assert step.note.startswith("too few labels to fit and validate a head (0 passing")
+    assert lm.feature_calls == []

@@ -261,3 +261,17 @@ def test_a_watch_with_no_new_labels_is_a_sentence_and_no_statistic():
     )
     metrics = night.metrics()
     assert metrics["judge_watch_labels"] == 0.0 and "judge_watch_kappa" not in metrics
+
+
+def test_a_judge_untrusted_for_want_of_held_out_labels_is_said_as_that():
+    """Issue 57 (e): a held-out set smaller than the gate's minimum (none at all, on a
+    night with no labels) is why the judge is not trusted, not a low agreement."""
+    night = replace(report(0.5), agent_optimized=False)
+    for labels, why in (
+        (12, "only 12 held-out labels to measure it on (judge.min_heldout_labels = 20)"),
+        (0, "no held-out labels to measure it on"),
+    ):
+        few = gate_judge(0.5, 0.2, None, "kappa", labels, 20)
+        text = render_markdown(replace(night, gate=replace(night.gate, decision=few)))
+        assert f"Judge not trusted: {why}, so the agent was not optimized tonight" in text
+        assert f"Judge gate failed: {few.reason}." in text
