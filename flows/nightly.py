@@ -163,13 +163,17 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     # each labelled trace kept with its steps
     added = rt.labels.add(read, one_record_per_trace(fresh.traces + batch.traces, []))
     days = rt.settings.judge.label_window_days
-    labels = rt.labels.labels(name, fetched_at - timedelta(days=days) if days else None)
+    stored = rt.labels.labels(name)
+    cutoff = fetched_at - timedelta(days=days) if days else None
+    labels = [(a, t) for a, t in stored if cutoff is None or a.timestamp >= cutoff]
     scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
     collected = collect(batch, rt.agent, name, since, fetched_at, scale, labels, cfg.max_text_chars)
     collected = hold_out(collected, rt.settings.eval.heldout_trace_share)
     seen = set(collected.skipped)  # a JSONL source reads the same files twice
     collected.skipped += [record for record in fresh.skipped if record not in seen]
     collected.labels_new = added
+    # counted so that a store holding only older labels reads as that, not as no labels
+    collected.labels_outside_window = len(stored) - len(labels)
     collected.labels_read_to = max((a.timestamp for a in read), default=None)
     collected.labels_answered = len(rt.labels.requested() & {i.id for i in collected.items})
     # Before any stage spends budget, and in this stage so that a resumed night reads a

@@ -25,7 +25,7 @@ from infra.lm import LM
 from infra.scales import ScoreScale
 from judges.calls import Tally
 from judges.judge import Judge
-from judges.kinds import kind_of
+from judges.kinds import PASS_CUT, kind_of
 from judges.pass_fail_fit import PassFailFit
 from judges.scaled_fit import ScaledFit
 from judges.types import HeldoutVerdict, JudgedItem
@@ -93,6 +93,8 @@ class Alignment:
     # GEPA's pool: each candidate's parents, validation score and when it was found (a
     # tuple: its class default is what a result pickled before this field reads)
     pool: tuple[PoolEntry, ...] = ()
+    # why nothing was searched or fitted (too few labels), a sentence for the night's report
+    skipped: str = ""
 
     @property
     def primary(self) -> str:
@@ -131,6 +133,8 @@ async def align(
     `config` None searches nothing: the seed rubric is fitted and measured alone."""
     fit = fit_for(scale)
     fit.check(train + val + heldout)  # before any budget is spent
+    if not train or not val:
+        return await _unfitted(lm, seed_prompts, scale, train, val, heldout, floor, seed)
     adapter = fit.adapter(lm, train + val)
     best, used, refused, pool = dict(seed_prompts), 0, 0, ()
     if config is not None:
@@ -181,4 +185,43 @@ async def align(
         refused=refused,
         floor=floor,
         pool=pool,
+    )
+
+
+async def _unfitted(
+    lm: LM,
+    seed_prompts: dict[str, str],
+    scale: ScoreScale,
+    train: list[JudgedItem],
+    val: list[JudgedItem],
+    heldout: list[JudgedItem],
+    floor: float,
+    seed: int,
+) -> Alignment:
+    """The seed rubric at the scale's default cut, measured on the held-out labels if there
+    are any: with no labels to fit on or none to validate on (a quiet week, a label window
+    that left none, a new project), a fit or a kappa would raise on the empty side, and a
+    night without labels still has traces to run on."""
+    sizes = {"train": len(train), "val": len(val), "heldout": len(heldout)}
+    report, verdicts = {}, ()
+    if heldout:
+        report, verdicts = await fit_for(scale).agreement(lm, seed_prompts, PASS_CUT, heldout, seed)
+    judge = Judge(dict(seed_prompts), scale, PASS_CUT, heldout=report, heldout_verdicts=verdicts)
+    labels = sum(sizes.values())
+    why = (
+        f"Judge alignment skipped: {labels} labels ({sizes['train']} to fit on, "
+        f"{sizes['val']} to validate on) are too few to align the judge, so the seed rubric "
+        f"runs unfitted at the default cut {PASS_CUT:.2f}"
+    )
+    return Alignment(
+        judge=judge,
+        seed=judge,
+        val_score=math.nan,
+        seed_val_score=math.nan,
+        kept_seed=False,
+        searched=dict(seed_prompts),
+        metric_calls=0,
+        sizes=sizes,
+        floor=floor,
+        skipped=why,
     )

@@ -94,7 +94,9 @@ async def choose_judge(
     stored = production_judge(registry, list(tonight.prompts), adapter_dir)
     if stored is not None and (why := not_comparable(lm, stored, tonight.scale)):
         note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
-    if stored is not None:
+    if stored is not None and not heldout:  # nothing to measure it on: kept, unmeasured
+        previous = stored
+    elif stored is not None:
         report, verdicts = await fit_for(stored.scale).agreement(
             lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head, tally
         )

@@ -28,7 +28,8 @@ class GateDecision:
 
     @property
     def enough_labels(self) -> bool:
-        return self.labels is None or self.labels >= self.min_labels
+        """No label at all is never enough, whatever the setting: nothing was measured."""
+        return self.labels is None or (self.labels > 0 and self.labels >= self.min_labels)
 
     @property
     def keeps_in_use(self) -> bool:
@@ -49,10 +50,11 @@ def gate_judge(
     items (a tie passes: the newer labels taught it)."""
     new = f"new judge {metric} {new_score:.2f}"
     used = in_use.heldout_score if in_use else None
-    if labels is not None and labels < min_labels:
+    if labels is not None and (labels < min_labels or labels == 0):
         kept = f"kept {in_use.label}" if in_use else "the night runs on it, marked untrusted"
+        measured = f"{new} on only {labels}" if labels else "the new judge measured on no"
         reason = (
-            f"{new} on only {labels} held-out labels (the gate needs "
+            f"{measured} held-out labels (the gate needs "
             f"judge.min_heldout_labels = {min_labels}); {kept}"
         )
         return GateDecision(False, reason, new_score, floor, in_use, labels, min_labels)

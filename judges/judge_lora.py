@@ -93,6 +93,9 @@ async def judge_lora_step(
     if not judge.kind.pass_fail:
         note = f"a judge on a {judge.scale.describe()} scale has no LoRA step (pass/fail only)"
         return alignment, JudgeLora(0, rubric_val, note=note)
+    if not train or not val:  # trl raises on an empty training set; kappa on an empty val
+        note = f"{len(train)} training and {len(val)} validation labels: too few to train on"
+        return alignment, JudgeLora(0, rubric_val, note=note)
     notes = ReviewedMemory(train, memory) if memory else None
     reader = PointwiseJudge(lm, judge.prompts, memory=notes)
     records = pointwise_records(

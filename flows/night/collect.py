@@ -38,6 +38,7 @@ class Collected:
     labels_read_to: datetime | None = None
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
+    labels_outside_window: int = 0  # stored labels older than judge.label_window_days
     corrections: dict[str, str] = field(default_factory=dict)  # trace id -> corrected reply
     # trace id -> when its label was last made or edited: which labels a judge never saw
     labelled_at: dict[str, datetime] = field(default_factory=dict)
@@ -301,6 +302,7 @@ def summarize(collected: Collected) -> dict[str, int]:
         "annotations_new": collected.labels_new,
         "annotations_answered": collected.labels_answered,
         "annotations_conflicting": collected.labels_conflicting,
+        "annotations_outside_window": collected.labels_outside_window,
         "corrections": len(collected.corrections),  # corrected replies on tonight's traces
         # corrections the teacher wrote from comments and the judge passed
         "corrections_written": len(collected.written),

@@ -76,6 +76,9 @@ async def send_feedback(
     """Judge the night's traces, then ask for labels and write scores; each step that
     fails is logged and said in the result, and never raises."""
     out = Feedback(judge=judge_label, scores_total=traces)
+    if traces == 0:  # a quiet day: "every trace already has a label" would be untrue
+        out.label_note = out.score_note = "no traces in the night's window to judge"
+        return out
     try:
         verdicts = await judge_traces()
     except Exception as err:

@@ -150,6 +150,9 @@ class Schedule:
     async def run(self) -> list[Step]:
         cfg = self.rt.settings.fast_slow
         kinds = parse_schedule(cfg.schedule)
+        if not self.collected.examples:  # GEPA and trl raise on an empty training set
+            reason = "not run: no traces in the night's window to learn from"
+            return [self._not_run(index, kind, reason) for index, kind in enumerate(kinds, 1)]
         if self.selection:
             start = await self._select(0, self.best)
             self.best_score, self.best_selection = selection_score(start), start
@@ -158,7 +161,9 @@ class Schedule:
         began = time.perf_counter()
         for index, kind in enumerate(kinds, 1):
             if cfg.max_seconds is not None and time.perf_counter() - began > cfg.max_seconds:
-                steps.append(self._not_run(index, kind, cfg.max_seconds))
+                limit = f"fast_slow.max_seconds ({cfg.max_seconds:.0f} s)"
+                reason = f"not run: the schedule ran past {limit}"
+                steps.append(self._not_run(index, kind, reason))
                 continue
             k = kinds[: index - 1].count(kind)  # its place among the steps of its kind
             started = time.perf_counter()
@@ -242,8 +247,7 @@ class Schedule:
         prompts = dict(start.prompts)
         return Step(index, kind, start.step, decision, 0.0, prompts, selection=selection)
 
-    def _not_run(self, index: int, kind: Kind, limit: float) -> Step:
-        reason = f"not run: the schedule ran past fast_slow.max_seconds ({limit:.0f} s)"
+    def _not_run(self, index: int, kind: Kind, reason: str) -> Step:
         decision = StepDecision(False, self.best_score, None, self.on, reason)
         return Step(index, kind, self.best.step, decision, 0.0, dict(self.best.prompts))
 

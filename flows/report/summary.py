@@ -43,6 +43,13 @@ def _conflicting(count: int) -> str:
     )
 
 
+def _outside_window(count: int) -> str:
+    """Said only when it happened: a store of old labels only reads as no labels otherwise."""
+    if not count:
+        return ""
+    return f" {count} stored labels are older than judge.label_window_days: left out."
+
+
 def summary_rows(report: NightReport) -> list[tuple[str, str, str, str]]:
     a = report.alignment
     seed, aligned = a.seed.heldout, a.judge.heldout
@@ -128,7 +135,8 @@ def judge_lines(report: NightReport) -> list[str]:
         f"Labels: the judge learned from {counts.get('annotations', 0)} to date, "
         f"{counts.get('annotations_new', 0)} of them new tonight; "
         f"{counts.get('annotations_answered', 0)} answer the judge's label requests."
-        + _conflicting(counts.get("annotations_conflicting", 0)),
+        + _conflicting(counts.get("annotations_conflicting", 0))
+        + _outside_window(counts.get("annotations_outside_window", 0)),
         *([g.watch.line()] if g.watch else []),
         *([g.injection.line()] if g.injection else []),
         *judge_lora_lines(report),
@@ -210,23 +218,36 @@ def judge_head_lines(report: NightReport) -> list[str]:
     ]
 
 
+def _untrusted_because(report: NightReport) -> str:
+    """Why the judge the night ran on is not trusted: too few held-out labels to measure it
+    (a quiet week, a new project) is not the same news as a judge that agrees too little."""
+    used, decision = report.gate.judge, report.gate.decision
+    if not decision.enough_labels:
+        if not decision.labels:
+            return "no held-out labels to measure it on"
+        return (
+            f"only {decision.labels} held-out labels to measure it on "
+            f"(judge.min_heldout_labels = {decision.min_labels})"
+        )
+    return f"held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} < {decision.floor}"
+
+
 def notes(report: NightReport) -> list[str]:
     out = []
-    a, used = report.alignment, report.gate.judge
+    a = report.alignment
     if not report.judge_trusted and report.agent_optimized:
         out.append(
-            f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
-            f"< {report.gate.decision.floor}. The agent was optimized against it anyway "
-            '(judge.untrusted_night = "optimize"), and this version is registered with '
-            "flywheel.judge_trusted=false: do not promote it."
+            f"Judge not trusted: {_untrusted_because(report)}. The agent was optimized "
+            'against it anyway (judge.untrusted_night = "optimize"), and this version is '
+            "registered with flywheel.judge_trusted=false: do not promote it."
         )
     elif not report.judge_trusted:
         out.append(
-            f"Judge not trusted: held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} "
-            f"< {report.gate.decision.floor}, so the agent was not optimized tonight (GEPA and "
-            "the LoRA round would have optimized noise): the night spent its time on the judge "
-            "and asked people for more labels. It runs the agent's steps again once a judge "
-            'reaches the floor (judge.untrusted_night = "optimize" runs them regardless).'
+            f"Judge not trusted: {_untrusted_because(report)}, so the agent was not optimized "
+            "tonight (GEPA and the LoRA round would have optimized noise): the night spent its "
+            "time on the judge and asked people for more labels. It runs the agent's steps "
+            'again once a judge reaches the floor (judge.untrusted_night = "optimize" runs '
+            "them regardless)."
         )
     if report.production_note:
         out.append(report.production_note)
@@ -237,6 +258,8 @@ def notes(report: NightReport) -> list[str]:
             "dataset, or eval.heldout_trace_share to hold out a share of the traces; without "
             "them nothing is measured against production, and nothing can be promoted."
         )
+    if a.skipped:
+        out.append(f"{a.skipped}.")
     if a.kept_seed:
         below = (
             f", below the {a.floor:.2f} a rubric needs to replace it (judge.min_agreement)"

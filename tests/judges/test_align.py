@@ -1,3 +1,4 @@
+import math
 import pickle
 
 import pytest
@@ -193,3 +194,34 @@ async def test_no_search_fits_and_measures_the_seed_rubric_reading_each_prompt_o
     # the cut fitted on train and val once, held-out measured once: no prompt read twice
     read = [m[1]["content"] for m in lm.choice_calls]
     assert len(read) == len(set(read)) == 30
+
+
+@pytest.mark.parametrize(
+    ("train", "val", "heldout"),
+    [
+        (0, 0, 0),  # no label at all: a new project, or a label window that left none
+        (1, 0, 2),  # a label to fit on, none to validate on
+    ],
+)
+async def test_too_few_labels_to_fit_and_validate_keep_the_seed_unfitted_and_say_so(
+    train, val, heldout
+):
+    """A kappa of nothing raised 'no labels to compare against' and ended the night."""
+    lm = ScriptedLM(p_first=lambda m: 0.8 if "<reply>\nright" in m[1]["content"] else 0.2)
+    items = judged(train + val + heldout)
+    parts = items[:train], items[train : train + val], items[train + val :]
+    seed = {"rubric": "Judge the reply."}
+    config = GEPAConfig(max_metric_calls=60, reflection_minibatch_size=4)
+
+    async def reflect(prompt: str) -> str:
+        raise AssertionError("nothing to search on")
+
+    aligned = await align(lm, seed, PASS_FAIL, *parts, config, reflect)
+    assert aligned.judge.prompts == seed == aligned.seed.prompts and aligned.metric_calls == 0
+    assert aligned.judge.threshold == 0.5 and math.isnan(aligned.judge_val_score)
+    assert aligned.sizes == {"train": train, "val": val, "heldout": heldout}
+    assert aligned.skipped.startswith(f"Judge alignment skipped: {len(items)} labels")
+    assert f"{train} to fit on, {val} to validate on" in aligned.skipped
+    # only the held-out labels there are were read, to measure the seed on them
+    assert len(lm.choice_calls) == heldout
+    assert aligned.judge.heldout.get("n", 0) == heldout

@@ -356,3 +356,17 @@ def test_the_scale_round_trips_through_the_version_tags(rt):
     )
     with pytest.raises(RegistryError, match=rf"{broken} v1 .*invalid tag {SCALE_TAG}"):
         production_judge(rt.registry, ["broken"])
+
+
+async def test_with_no_held_out_labels_the_judge_in_use_is_kept_unmeasured(rt, monkeypatch):
+    """A night with no labels (a quiet week) measured the judge in use on nothing, which
+    raised; it keeps it, untrusted, and says why."""
+    prompts_named(rt, monkeypatch, "quiet")
+    first = await gate_judge_stage(rt, "n1", aligned("rubric", "sharp", 0.8, 0.4), collected())
+    assert first.decision.passed
+    rt.lm.judged.clear()
+    quiet = await gate_judge_stage(rt, "n2", aligned("rubric", "seed", 0.0, 0.5), [])
+    assert rt.lm.judged == []  # nothing to judge
+    assert quiet.kept_previous and quiet.judge.prompts == {"rubric": "sharp"}
+    assert not quiet.decision.passed and not quiet.trusted
+    assert quiet.decision.reason.startswith("the new judge measured on no held-out labels")

@@ -55,3 +55,13 @@ def test_too_few_held_out_labels_never_pass_whatever_the_agreement():
     assert not kept.passed and kept.keeps_in_use and "kept judge v3" in kept.reason
     enough = gate_judge(0.9, 0.20, V3, labels=20, min_labels=20)
     assert enough.passed and enough.enough_labels
+
+
+def test_no_held_out_label_never_passes_even_when_the_setting_asks_for_none():
+    """A night with no labels measured nothing: no judge is trusted on it, whatever
+    judge.min_heldout_labels says."""
+    none = gate_judge(0.0, -1.0, None, labels=0, min_labels=0)
+    assert not none.passed and not none.enough_labels
+    assert none.reason.startswith("the new judge measured on no held-out labels")
+    kept = gate_judge(0.0, -1.0, V3, labels=0, min_labels=20)
+    assert not kept.passed and kept.keeps_in_use and kept.reason.endswith("; kept judge v3")

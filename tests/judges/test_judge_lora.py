@@ -281,3 +281,13 @@ async def test_an_adapters_threshold_is_calibrated_on_the_validation_labels_too(
     alignment, step = await judge_lora_step(lm, aligned(0.0), train, val, heldout, fit, seed=0)
     assert 0.30 < alignment.judge.threshold < 0.45
     assert step.checkpoints["overfit"] == 1.0 and alignment.judge.heldout["kappa"] == 1.0
+
+
+async def test_no_training_or_validation_labels_skip_the_step_without_training(tmp_path):
+    """trl raises on an empty training set: a night with no labels skips the step."""
+    fit, got = trainer(tmp_path, "sharp")
+    before = aligned(math.nan)
+    for train, val in (([], []), (labelled(3), [])):
+        alignment, step = await judge_lora_step(AdapterLM(), before, train, val, [], fit, 0)
+        assert got == [] and alignment is before and step.records == 0
+        assert step.note == f"{len(train)} training and 0 validation labels: too few to train on"

@@ -68,6 +68,7 @@ def test_collect_pairs_annotations_with_traces_and_counts_skips():
         "annotations_new": 0,  # counted by the night against its label store
         "annotations_answered": 0,
         "annotations_conflicting": 0,
+        "annotations_outside_window": 0,
         "corrections": 0,
         "corrections_written": 0,
         "annotations_pass": 1,

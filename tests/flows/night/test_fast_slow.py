@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from flows.night.clock import StageClock
+from flows.night.collect import Collected
 from flows.night.fast_slow import (
     NightState,
     decide_step,
@@ -130,11 +131,16 @@ class ServingLM:
         self.unloaded.append(name)
 
 
-def schedule(steps: FakeSteps, selection: list[Example], **fast_slow) -> Schedule:
+TRACES = Collected([Example("t1", {"request": "play jazz"})], [])  # the night's, to learn from
+
+
+def schedule(
+    steps: FakeSteps, selection: list[Example], night: Collected = TRACES, **fast_slow
+) -> Schedule:
     settings = Settings(agent_opt={"max_metric_calls": 100}, fast_slow=fast_slow)
     rt = SimpleNamespace(settings=settings, lm=ServingLM())
     start = NightState({"instructions": "seed"}, None)
-    return Schedule(rt, "n1", StageClock(), None, None, selection, start, tasks=steps.tasks())
+    return Schedule(rt, "n1", StageClock(), night, None, selection, start, tasks=steps.tasks())
 
 
 HELDOUT = [Example(f"h{i}", {"request": str(i)}, "x") for i in range(6)]
@@ -184,3 +190,15 @@ async def test_without_held_out_examples_steps_are_chosen_on_their_pareto_set():
     assert done[1].decision.before == 0.4 and done[1].decision.after == 0.45  # the round's
     assert all(s.decision.kept for s in done)
     assert "the Pareto set" in done[0].decision.on and done[0].selection is None
+
+
+async def test_with_no_traces_in_the_window_every_step_is_skipped_and_says_why():
+    """GEPA raised 'trainset is empty' on a night whose window held no trace (a quiet day)."""
+    steps = FakeSteps()
+    run = schedule(steps, HELDOUT, Collected([], []), schedule="p -> w")
+    done = await run.run()
+    assert steps.started == []  # neither GEPA nor a LoRA round ran, nothing was evaluated
+    assert [s.kind for s in done] == ["p", "w"] and not any(s.decision.kept for s in done)
+    reasons = {s.decision.reason for s in done}
+    assert reasons == {"not run: no traces in the night's window to learn from"}
+    assert run.best == NightState({"instructions": "seed"}, None)  # production, untouched

@@ -97,3 +97,18 @@ def test_an_untrusted_judge_asks_for_more_labels():
     assert labels_wanted(settings, trusted=True) == 5
     assert labels_wanted(settings, trusted=False) == 20
     assert labels_wanted(JudgeSettings(active_learning_per_night=30), trusted=False) == 30
+
+
+async def test_a_night_with_no_traces_judges_nothing_and_says_so():
+    """No trace in the window: nothing to judge, ask about or score, and no claim that
+    every trace already has a label."""
+
+    async def never(*args):
+        raise AssertionError("nothing to judge or send")
+
+    out = await send_feedback(JudgeSettings(), JUDGE, 0, 5, never, never, never)
+    assert out.labels_requested is None and out.scores_written is None
+    assert out.lines() == [
+        "Labels requested: none; no traces in the night's window to judge.",
+        "Scores written: none; no traces in the night's window to judge.",
+    ]

@@ -1,12 +1,13 @@
 """The night's stages on a Runtime built with fakes: a scripted LM and an in-memory source."""
 
 import json
+import math
 from datetime import UTC, datetime
 
 import pytest
 
 from flows.night import stages
-from flows.night.collect import in_heldout_slice
+from flows.night.collect import in_heldout_slice, summarize
 from flows.night.runtime import Runtime
 from flows.nightly import collect_traces, read_production
 from flows.report.progress import StageProgress
@@ -328,3 +329,43 @@ async def test_a_held_out_evaluation_counts_its_rollouts_then_the_replies_it_jud
     assert seen == [("rollouts", 1)] * 6 + [("replies judged", 1)] * 6
     task = progress.task
     assert (task.fields["unit"], task.total, task.completed) == ("replies judged", 6, 6)
+
+
+async def test_a_night_with_no_labelled_trace_aligns_nothing_and_says_so(tmp_path):
+    """Traces and no labels (a new project): the seed rubric's fit raised 'no labels to
+    compare against' in align-judge, and the night ended there."""
+    unlabelled = TraceBatch(night(20).traces, [])
+    rt = Runtime(Settings(state_dir=tmp_path), lm=ScriptedLM(), traces=MemorySource(unlabelled))
+    collected = await collect_traces.fn(rt, "quiet")
+    assert len(collected.examples) == 20 and collected.items == []
+    alignment = await stages.align_judge_stage(rt, collected.items, collected.scale)
+    assert alignment.skipped.startswith("Judge alignment skipped: 0 labels")
+    assert alignment.judge.prompts == stages.judge_seed(rt) and alignment.metric_calls == 0
+
+
+async def test_a_store_of_labels_older_than_the_window_reads_as_that_and_aligns_nothing(rt):
+    """judge.label_window_days shorter than the labels' age: the store holds labels, none
+    inside the window; the night says so instead of raising in align-judge."""
+    rt.settings.judge.label_window_days = (datetime.now(UTC) - NOW).days  # NOW is older
+    collected = await collect_traces.fn(rt, "old-labels")
+    assert collected.items == [] and collected.labels_outside_window == 10
+    assert summarize(collected)["annotations_outside_window"] == 10
+    alignment = await stages.align_judge_stage(rt, collected.items, collected.scale)
+    assert alignment.skipped.startswith("Judge alignment skipped: 0 labels")
+
+
+async def test_the_head_stage_with_no_labels_fits_nothing_and_says_so(tmp_path):
+    """A night with no labels reaches the reward-head step with none: a note, no head."""
+    from judges.align import Alignment
+    from judges.judge_lora import JudgeLora
+
+    lm = ScriptedLM()
+    lm.base_model_path = "/models/judge"
+    rt = Runtime(Settings(state_dir=tmp_path), lm=lm, judge_lm=lm)
+    rubric = Judge({"rubric": "r"}, threshold=0.5)
+    alignment = Alignment(rubric, rubric, math.nan, math.nan, False, rubric.prompts, 0, {})
+    lora = JudgeLora(0, math.nan, note="0 training and 0 validation labels: too few to train on")
+    same, step = await stages.judge_head_stage(rt, alignment, lora, [], tmp_path / "head")
+    assert same is alignment and step.kept is None and step.val is None
+    assert step.note.startswith("too few labels to fit and validate a head (0 passing")
+    assert lm.feature_calls == []

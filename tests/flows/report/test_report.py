@@ -1,4 +1,6 @@
+import math
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from flows.night.fast_slow import Step, decide_step
 from flows.night.feedback import Feedback
@@ -10,6 +12,7 @@ from judges.align import Alignment
 from judges.choose import JudgeGate
 from judges.gate import gate_judge
 from judges.judge import Judge
+from judges.watch import Watch
 from weights.round import LoraRound
 
 STARS = ScoreScale("numeric", minimum=1, maximum=5)
@@ -228,3 +231,47 @@ def test_how_a_replayed_agents_tool_calls_were_answered_is_reported_only_when_it
     text = render_markdown(with_tools)
     assert "Tool calls in the candidate's held-out replay: 7 reused, 2 looked up, " in text
     assert "0 simulated, 1 stopped" in text
+
+
+def test_labels_left_out_by_the_window_are_said_only_when_there_were_some():
+    night = report(0.5)
+    old = replace(night, collected=night.collected | {"annotations_outside_window": 30})
+    assert "30 stored labels are older than judge.label_window_days" in render_markdown(old)
+    assert "label_window_days" not in render_markdown(night)
+
+
+def test_an_alignment_skipped_for_want_of_labels_says_why():
+    skipped = "Judge alignment skipped: 0 labels (0 to fit on, 0 to validate on) are too few"
+    night = report(0.5, replace(alignment({}), skipped=skipped))
+    assert f"{skipped}." in render_markdown(night)
+    assert "Judge alignment skipped" not in render_markdown(report(0.5))
+
+
+def test_a_watch_with_no_new_labels_is_a_sentence_and_no_statistic():
+    """Issue 57 (a): the night after a first with no labelling between them. The watch has
+    nothing to measure the judge in use on: the report says so, and MLflow gets the count
+    but no NaN statistic to chart."""
+    made = datetime(2026, 11, 30, 2, tzinfo=UTC)
+    quiet = Watch("agent-judge-rubric v1", "kappa", made, 0, math.nan, 0.4, 0.2, 20)
+    night = report(0.5)
+    night = replace(night, gate=replace(night.gate, watch=quiet))
+    assert (
+        "Judge watch: no labels made since 2026-11-30 02:00 UTC, when agent-judge-rubric v1 "
+        "was registered: nothing new to measure it on." in render_markdown(night)
+    )
+    metrics = night.metrics()
+    assert metrics["judge_watch_labels"] == 0.0 and "judge_watch_kappa" not in metrics
+
+
+def test_a_judge_untrusted_for_want_of_held_out_labels_is_said_as_that():
+    """Issue 57 (e): a held-out set smaller than the gate's minimum (none at all, on a
+    night with no labels) is why the judge is not trusted, not a low agreement."""
+    night = replace(report(0.5), agent_optimized=False)
+    for labels, why in (
+        (12, "only 12 held-out labels to measure it on (judge.min_heldout_labels = 20)"),
+        (0, "no held-out labels to measure it on"),
+    ):
+        few = gate_judge(0.5, 0.2, None, "kappa", labels, 20)
+        text = render_markdown(replace(night, gate=replace(night.gate, decision=few)))
+        assert f"Judge not trusted: {why}, so the agent was not optimized tonight" in text
+        assert f"Judge gate failed: {few.reason}." in text
