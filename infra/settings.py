@@ -539,6 +539,9 @@ class PromotionSettings(Section):
     """Most a slice's mean may fall (intent, tag, prompt)."""
     min_slice_size: NonNegativeInt = 5
     """Smaller slices are too noisy to hold a version back."""
+    min_examples: NonNegativeInt = 10
+    """Fewest held-out examples scored for both versions: on fewer, one lucky example
+    gives an interval that excludes zero (a single +1 gain has the interval [1, 1])."""
     resamples: PositiveInt = 2000
     """Paired bootstrap resamples for the gain's 95% interval."""
     pairwise: bool = False

@@ -86,6 +86,10 @@ def decide(
         failed.append(
             "no step beat production on the selection slice, so the candidate is production itself"
         )
+    if len(ids) < cfg.min_examples:
+        failed.append(
+            f"{len(ids)} examples are fewer than promotion.min_examples {cfg.min_examples}"
+        )
     if gain < cfg.min_gain:
         failed.append(f"gain below promotion.min_gain {cfg.min_gain:.3f}")
     if low is None or low <= 0:

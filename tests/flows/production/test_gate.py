@@ -88,3 +88,10 @@ def test_min_gain_and_the_first_production():
 def test_nothing_scored_on_both_is_refused():
     decision = decide(Evidence({"a": 1.0}, {"b": 0.0}), CFG)
     assert not decision.passed and decision.reason == "no held-out example was scored for both"
+
+
+def test_too_few_examples_never_promote_however_clear_their_gain():
+    one = decide(evidence([1.0], [0.0]), CFG)
+    assert one.low == one.high == 1.0  # one lucky example: its interval excludes zero
+    assert not one.passed and "1 examples are fewer than promotion.min_examples 10" in one.reason
+    assert decide(evidence([1.0] * 10, [0.0] * 10), CFG).passed
