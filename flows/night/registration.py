@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from flows.night.calls import call_metrics
+from flows.night.evaluation_runs import log_evaluation_runs
 from flows.night.night_settings import night_settings
 from flows.night.runtime import Runtime
 from flows.night.training_runs import log_training_runs, training_runs
@@ -130,6 +131,8 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
                 registry.log_metrics({f"{name}_best_val_score": best}, step=calls)
         # each LoRA step's training curve, a child run apiece (logged once per night)
         log_training_runs(registry, training_runs(rt, run_id, report), tags)
+        # each held-out evaluation as an MLflow evaluation run, a child run apiece
+        evaluation_runs = log_evaluation_runs(registry, report.evals, tags)
         registry.log_text(render_markdown(report), "report.md")
         registry.log_text(prompt_diffs(report), "prompt_diff.md")
         registry.log_figure(curves_figure(report), "optimization_curves.png")
@@ -185,6 +188,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
         candidate=passed,
         experiment_id=registry.experiment_id,
         hub_prompts=hub_pages(rt.prompt_hub, hub_versions),
+        evaluation_runs=evaluation_runs,
     )
 
 

@@ -71,6 +71,12 @@ def night_links(
         ]
         if shown:
             lines.append(f"- {label}: " + ", ".join(shown))
+    if experiment and registered.evaluation_runs:
+        shown = [
+            f"[{'production' if label == 'seed' else label}]({run_url(base, experiment, run)})"
+            for label, run in registered.evaluation_runs.items()
+        ]
+        lines.append("- held-out evaluations (MLflow evaluation runs): " + ", ".join(shown))
     lines += hub_line("Langfuse prompts (label candidate)", registered.hub_prompts)
     if previous_run_id and experiment:
         lines.append(

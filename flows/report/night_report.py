@@ -36,6 +36,8 @@ class Registered:
     experiment_id: str = ""  # the MLflow experiment the run is in (links to it)
     # the candidate's versions where the agent reads its prompts: "name vN" -> Langfuse page
     hub_prompts: dict[str, str] = field(default_factory=dict)
+    # each held-out evaluation's MLflow evaluation run: "seed"/"candidate" -> its run id
+    evaluation_runs: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         prompts = ", ".join(f"{name} v{v}" for name, v in self.prompt_versions.items())

@@ -17,13 +17,14 @@ at a time while they are open.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,29 @@ class Registry:
         run_id = _active_run_id()
         with self._http():
             self.client.log_text(run_id, text, artifact_file)
+
+    def log_evaluation(
+        self,
+        name: str,
+        tags: dict[str, str],
+        rows: list[dict[str, Any]],
+        scores: Mapping[str, float],
+        scorer_name: str,
+    ) -> str:
+        """An MLflow evaluation run named `name`, a child of the active run: each row
+        (`{"inputs": {"id", ...}, "outputs": reply}`) through `mlflow.genai.evaluate`, with
+        the score already measured for its id as the scorer `scorer_name` (nothing is
+        judged again). MLflow's UI shows it as an evaluation: a trace per row, its score,
+        the mean. Returns the run's id."""
+        from mlflow.genai.scorers import scorer
+
+        @scorer(name=scorer_name)
+        def measured(inputs: dict[str, Any], outputs: Any) -> float:
+            return float(scores[inputs["id"]])
+
+        with self.start_run(name, tags) as run, redirect_stdout(io.StringIO()):
+            mlflow.genai.evaluate(data=rows, scorers=[measured])  # its banner: not the night's
+            return run.info.run_id
 
     def log_training_set(self, path: Path, name: str, tags: dict[str, str]) -> str:
         """A training set as an input of the active run: the file as an artifact under

@@ -182,6 +182,12 @@ def test_nightly_registers_versions_with_metrics(tmp_path, runtime_for):
     assert version.tags["flywheel.gate.passed"] == str(passed).lower()
     assert version.tags["flywheel.gate.reason"] == report.promotion.reason
     assert ("candidate" in version.aliases) == passed == ("production" in version.aliases)
+    # each held-out evaluation is an MLflow evaluation run beside the night's, same numbers
+    assert set(registered.evaluation_runs) == {"seed", "candidate"}
+    for label, run_id in registered.evaluation_runs.items():
+        evaluated = client.get_run(run_id).data.metrics["flywheel_score/mean"]
+        scores = report.evals[label].scores
+        assert abs(evaluated - sum(scores.values()) / len(scores)) < 1e-9
     changed = any(step.decision.kept for step in report.steps)
     assert [(r.id, r.passed) for r in report.must_pass] == ([("any", True)] if changed else [])
     assert report.evidence.production_version is None and report.evidence.by_labels
