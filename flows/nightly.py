@@ -311,13 +311,14 @@ async def compare_side_by_side(
     """The candidate's and production's replies to each held-out request, read side by side
     by the pairwise judge on the night's judge model (`judges.pairwise_gate`)."""
     judge = PairwiseJudge(rt.judge_lm, SEED_PAIRWISE_PROMPTS)
-    shared = set(candidate.outputs) & set(production.outputs)
-    with StageProgress("pairwise gate", 2 * len(shared), "judge calls"):
+    # an evaluation pickled before replies were kept (a resumed night) compares none
+    ours, theirs = getattr(candidate, "outputs", {}), getattr(production, "outputs", {})
+    with StageProgress("pairwise gate", 2 * len(set(ours) & set(theirs)), "judge calls"):
         return await compare_replies(
             judge,
-            candidate.requests,
-            candidate.outputs,
-            production.outputs,
+            getattr(candidate, "requests", {}),
+            ours,
+            theirs,
             rt.settings.promotion.resamples,
             rt.settings.seed,
         )

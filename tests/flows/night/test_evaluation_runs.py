@@ -49,3 +49,11 @@ def test_each_evaluation_is_an_mlflow_evaluation_run_with_the_gates_scores(tmp_p
         locations=[registry.experiment_id], run_id=runs["candidate"], return_type="list"
     )
     assert len(traces) == 3  # one per held-out example, with its request and reply
+
+
+def test_an_evaluation_pickled_before_replies_were_kept_gets_no_run(tmp_path):
+    old = evaluation({"a": 0.5})
+    del old.__dict__["outputs"]  # as a night resumed across the change reads it back
+    registry = Registry(Settings(state_dir=tmp_path).mlflow)
+    with registry.start_run("night-n2", {"flywheel.run_id": "n2"}):
+        assert log_evaluation_runs(registry, {"seed": old}, {"flywheel.run_id": "n2"}) == {}
