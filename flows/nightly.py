@@ -311,14 +311,13 @@ async def compare_side_by_side(
     """The candidate's and production's replies to each held-out request, read side by side
     by the pairwise judge on the night's judge model (`judges.pairwise_gate`)."""
     judge = PairwiseJudge(rt.judge_lm, SEED_PAIRWISE_PROMPTS)
-    # an evaluation pickled before replies were kept (a resumed night) compares none
-    ours, theirs = getattr(candidate, "outputs", {}), getattr(production, "outputs", {})
-    with StageProgress("pairwise gate", 2 * len(set(ours) & set(theirs)), "judge calls"):
+    shared = set(candidate.outputs) & set(production.outputs)
+    with StageProgress("pairwise gate", 2 * len(shared), "judge calls"):
         return await compare_replies(
             judge,
-            getattr(candidate, "requests", {}),
-            ours,
-            theirs,
+            candidate.requests,
+            candidate.outputs,
+            production.outputs,
             rt.settings.promotion.resamples,
             rt.settings.seed,
         )

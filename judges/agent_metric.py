@@ -133,24 +133,23 @@ class AgentJudgeAdapter(Adapter):
         rollouts: list[Rollout] = eval_batch.trajectories or []
         failed = [r for r in rollouts if r.steps and not self.judge.passes(r.score)]
         blame: dict[str, float] = {}
-        for rollout, probs in zip(failed, await each(failed, self._failed_step), strict=True):
-            if probs is None:  # one choice, or the call failed: the verdict says nothing
-                continue
-            uncalled = _uncalled_tools(rollout)
-            owners = [s.component for s in rollout.steps] + list(uncalled.values())
-            for owner, p in zip(owners, probs, strict=True):
+        for verdict in await each(failed, self._failed_step):
+            for owner, p in verdict or []:  # None: one choice, or the call failed
                 if owner is not None:
                     blame[owner] = blame.get(owner, 0.0) + p
         return blame
 
-    async def _failed_step(self, rollout: Rollout) -> list[float] | None:
-        """P(it went wrong first there) per step of the run and per uncalled tool."""
-        uncalled = list(_uncalled_tools(rollout))
-        choices = failed_step_choices(rollout.steps, uncalled)
+    async def _failed_step(self, rollout: Rollout) -> list[tuple[str | None, float]] | None:
+        """Each choice's owner (the component it credits) with P(the run went wrong first
+        there), over the run's steps and its uncalled tools."""
+        uncalled = _uncalled_tools(rollout)
+        choices = failed_step_choices(rollout.steps, list(uncalled))
         if len(choices) < 2:
             return None
-        question = failed_step_question(uncalled)
-        return await self.judge.choice_probabilities(judged_item(rollout), question, choices)
+        question = failed_step_question(list(uncalled))
+        probs = await self.judge.choice_probabilities(judged_item(rollout), question, choices)
+        owners = [s.component for s in rollout.steps] + list(uncalled.values())
+        return list(zip(owners, probs, strict=True))
 
     async def _rationales_of(self, rollouts: list[Rollout]) -> list[str | None]:
         """The judge's rationale per rollout, each asked once however often it is reflected on."""

@@ -23,13 +23,10 @@ def log_evaluation_runs(
     (`tags` name the night: a resumed registration finds them)."""
     runs = {}
     for label, evaluation in evals.items():
-        # an evaluation pickled before replies were kept (a night resumed across the
-        # change) has none: it gets no evaluation run, and the night goes on
-        outputs, requests = _kept(evaluation, "outputs"), _kept(evaluation, "requests")
         rows = [
-            {"inputs": {"id": i, "request": requests[i]}, "outputs": reply}
-            for i, reply in sorted(outputs.items())
-            if i in evaluation.scores and i in requests
+            {"inputs": {"id": i, "request": evaluation.requests[i]}, "outputs": reply}
+            for i, reply in sorted(evaluation.outputs.items())
+            if i in evaluation.scores and i in evaluation.requests
         ]
         if not rows:
             continue
@@ -37,7 +34,3 @@ def log_evaluation_runs(
         found = registry.find_run(name, tags)
         runs[label] = found or registry.log_evaluation(name, tags, rows, evaluation.scores, SCORER)
     return runs
-
-
-def _kept(evaluation: Evaluation, name: str) -> dict[str, str]:
-    return getattr(evaluation, name, {})

@@ -106,6 +106,11 @@ class Evaluation:
     outputs: dict[str, str] = field(default_factory=dict)
     requests: dict[str, str] = field(default_factory=dict)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """An evaluation pickled before a field was kept (a night resumed across the
+        change) reads as having none of it."""
+        self.__dict__.update({"tool_steps": {}, "outputs": {}, "requests": {}} | state)
+
 
 def gepa_config(
     cfg: GEPASettings, seed: int, network: NetworkSettings | None = None, **overrides: Any

@@ -36,7 +36,7 @@ from infra.settings import PromotionSettings
 from infra.traces.errors import RecordError
 from infra.traces.mapping import trace_from_observation
 from infra.traces.source import TraceSource, TraceSourceError
-from infra.types import Example
+from infra.types import Example, Step
 from judges.pointwise import PointwiseJudge
 from judges.trajectory import judged_request
 from judges.types import JudgedItem
@@ -151,12 +151,6 @@ async def run_cases(
     checked; a `judge` check asks `judge_lm` with the criterion as its rubric. A case whose
     call failed for good fails: what was not run cannot be said to pass."""
 
-    async def criterion(text: str, example: Example, reply: str, steps: list) -> bool | None:
-        judge = PointwiseJudge(judge_lm, {"rubric": text})
-        item = JudgedItem(example.id, judged_request(example, steps), reply)
-        (p,) = await judge.p_pass_many([item])
-        return None if p is None else judge.passes(p)
-
     async def one(case: MustPassCase) -> CaseResult:
         params = {"temperature": 0.0} | ({"max_tokens": max_tokens} if max_tokens else {})
         try:
@@ -165,14 +159,22 @@ async def run_cases(
             return CaseResult(case.id, False, "", f"its model call failed: {err}")
         except ValueError as err:  # e.g. a replayed agent given inputs, not a trace
             return CaseResult(case.id, False, "", f"the agent cannot run it: {err}")
-        steps = rollout.steps
-
-        async def read(text: str, example: Example, reply: str) -> bool | None:
-            return await criterion(text, example, reply, steps)
-
-        return await judge_case(case, rollout.output, agent, read)
+        return await judge_case(case, rollout.output, agent, _judged_by(judge_lm, rollout.steps))
 
     return list(await asyncio.gather(*(one(case) for case in cases)))
+
+
+def _judged_by(judge_lm: LM, steps: list[Step]) -> Criterion:
+    """A `judge` check on `judge_lm`: the criterion as its rubric, the run read as the
+    judge reads it (its steps included, `judges.trajectory`)."""
+
+    async def passes(text: str, example: Example, reply: str) -> bool | None:
+        judge = PointwiseJudge(judge_lm, {"rubric": text})
+        item = JudgedItem(example.id, judged_request(example, steps), reply)
+        (p,) = await judge.p_pass_many([item])
+        return None if p is None else judge.passes(p)
+
+    return passes
 
 
 def _schema_result(case: MustPassCase, reply: str) -> CaseResult:

@@ -28,13 +28,8 @@ MAX_TURNS = 8  # earlier turns a trace carries: a judge's context is short
 def in_sessions(traces: list[TraceRecord]) -> list[TraceRecord]:
     """`traces` (one record per trace), each trace of a session with the conversation
     before it among them; traces outside any session unchanged, the order kept."""
-    sessions: dict[str, list[TraceRecord]] = defaultdict(list)
-    for trace in traces:
-        if trace.session_id:
-            sessions[trace.session_id].append(trace)
     before: dict[str, tuple[tuple[str, str], ...]] = {}
-    for turns in sessions.values():
-        turns.sort(key=lambda t: t.start_time)
+    for turns in _turns_by_session(traces).values():
         for n, trace in enumerate(turns):
             earlier = turns[max(0, n - MAX_TURNS) : n]
             before[trace.trace_id] = tuple((t.user_text, t.output_text) for t in earlier)
@@ -49,16 +44,13 @@ def on_last_traces(
     """`annotations` with each session's score on that session's last trace among
     `traces` started before it was made (else its last trace); one whose session has no
     trace among them is left out, and named in `skipped`."""
-    sessions: dict[str, list[TraceRecord]] = defaultdict(list)
-    for trace in traces:
-        if trace.session_id:
-            sessions[trace.session_id].append(trace)
+    sessions = _turns_by_session(traces)
     out = []
     for annotation in annotations:
         if annotation.trace_id or not annotation.session_id:
             out.append(annotation)
             continue
-        turns = sorted(sessions.get(annotation.session_id, []), key=lambda t: t.start_time)
+        turns = sessions.get(annotation.session_id, [])
         if not turns:
             reason = (
                 f"score {annotation.id}: session {annotation.session_id} has no trace that "
@@ -69,3 +61,12 @@ def on_last_traces(
         seen = [t for t in turns if t.start_time <= annotation.timestamp] or turns
         out.append(replace(annotation, trace_id=seen[-1].trace_id))
     return out
+
+
+def _turns_by_session(traces: list[TraceRecord]) -> dict[str, list[TraceRecord]]:
+    """Session id -> its traces among `traces`, oldest first."""
+    sessions: dict[str, list[TraceRecord]] = defaultdict(list)
+    for trace in sorted(traces, key=lambda t: t.start_time):  # stable: ties keep order
+        if trace.session_id:
+            sessions[trace.session_id].append(trace)
+    return sessions

@@ -3,6 +3,7 @@ and the gate's own scores, logged once per night."""
 
 from __future__ import annotations
 
+import pickle
 from statistics import fmean
 
 import mlflow
@@ -53,7 +54,8 @@ def test_each_evaluation_is_an_mlflow_evaluation_run_with_the_gates_scores(tmp_p
 
 def test_an_evaluation_pickled_before_replies_were_kept_gets_no_run(tmp_path):
     old = evaluation({"a": 0.5})
-    del old.__dict__["outputs"]  # as a night resumed across the change reads it back
+    del old.__dict__["outputs"]  # pickled before replies were kept
+    old = pickle.loads(pickle.dumps(old))  # as a night resumed across the change reads it
     registry = Registry(Settings(state_dir=tmp_path).mlflow)
     with registry.start_run("night-n2", {"flywheel.run_id": "n2"}):
         assert log_evaluation_runs(registry, {"seed": old}, {"flywheel.run_id": "n2"}) == {}
