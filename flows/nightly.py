@@ -148,7 +148,8 @@ async def read_production(rt: Runtime, run_id: str) -> Production:
 async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     """Tonight's traces, and every label to date: the labels the source gave from the last
     successful night's newest on, less `traces.label_overlap_hours` for those it listed
-    late or people edited (on traces of any age), join the label store first."""
+    late or people edited (on traces of any age), or all of them every
+    `traces.label_full_read_days`, join the label store first."""
     cfg, name = rt.settings.traces, rt.settings.traces.annotation_name
     since, fetched_at = window_start(cfg.lookback_hours), datetime.now(UTC)
     # a source answers a whole listing at once: the count moves per listing read
@@ -157,7 +158,9 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
         progress.advance(len(batch.traces) + len(batch.annotations) + len(batch.corrections))
         have = {t.trace_id for t in batch.traces} | rt.labels.trace_ids()
         overlap = timedelta(hours=cfg.label_overlap_hours)
-        fresh = rt.traces.fetch_labels(name, rt.labels.read_from(name, overlap), have)
+        every = timedelta(days=cfg.label_full_read_days) if cfg.label_full_read_days else None
+        labels_since = rt.labels.read_from(name, overlap, every)
+        fresh = rt.traces.fetch_labels(name, labels_since, have)
         progress.advance(len(fresh.traces) + len(fresh.annotations))
     read = [a for a in fresh.annotations + batch.annotations if a.name == name]
     # each labelled trace kept with its steps
@@ -175,6 +178,7 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
     # counted so that a store holding only older labels reads as that, not as no labels
     collected.labels_outside_window = len(stored) - len(labels)
     collected.labels_read_to = max((a.timestamp for a in read), default=None)
+    collected.labels_read_all = labels_since is None
     collected.labels_answered = len(rt.labels.requested() & {i.id for i in collected.items})
     # Before any stage spends budget, and in this stage so that a resumed night reads a
     # fixed score config again: a scale with no better or worse cannot steer the agent.
@@ -535,7 +539,11 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     report = replace(report, registered=registered)
     # the night succeeded: the next one reads labels from its newest on (and an overlap)
     if collected.labels_read_to is not None:
-        rt.labels.advance_watermark(rt.settings.traces.annotation_name, collected.labels_read_to)
+        rt.labels.advance_watermark(
+            rt.settings.traces.annotation_name,
+            collected.labels_read_to,
+            full_read=collected.labels_read_all,
+        )
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
     # production's adapter loaded, demoted ones past their grace period unloaded

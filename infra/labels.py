@@ -8,7 +8,9 @@ reconcile (`flows.night.collect`). Each label is kept with the trace it is on, s
 trace never has to be fetched again.
 The store also keeps, per score name, the watermark of the last successful night: the
 newest label timestamp the source gave (its clock, not this host's). Labels are read
-again from an overlap before it, since a source can list a label after a later one.
+again from an overlap before it, since a source can list a label after a later one, and
+all of them again once a while (the watermark's stamp at the last full read is kept too),
+for the labels stamped before the watermark that reach the source later still.
 It keeps too which traces active learning asked about, so a night can count the
 requests people answered. sqlite: one file, no server, atomic.
 """
@@ -33,6 +35,7 @@ create table if not exists labels (
 SCHEMA = f"""
 {LABELS};
 create table if not exists watermarks (name text primary key, stamp text not null);
+create table if not exists full_reads (name text primary key, stamp text not null);
 create table if not exists requested (trace_id text primary key, stamp text not null);
 """
 
@@ -100,26 +103,43 @@ class LabelStore:
 
     def watermark(self, name: str) -> datetime | None:
         """The newest timestamp of the labels named `name` that a successful night read."""
+        return self._stamp("watermarks", name)
+
+    def _stamp(self, table: str, name: str) -> datetime | None:
         with closing(self._db()) as db:
-            row = db.execute("select stamp from watermarks where name = ?", (name,)).fetchone()
+            row = db.execute(f"select stamp from {table} where name = ?", (name,)).fetchone()
         return datetime.fromisoformat(row[0]) if row else None
 
-    def read_from(self, name: str, overlap: timedelta) -> datetime | None:
+    def read_from(
+        self, name: str, overlap: timedelta, full_every: timedelta | None = None
+    ) -> datetime | None:
         """Where tonight's read of the labels named `name` starts: `overlap` before the
-        watermark, for the labels a source listed late or people edited (None: all)."""
+        watermark, for the labels a source listed late or people edited; None (all of
+        them) on the first night, and once the watermark has moved `full_every` past the
+        last full read: a label stamped days before the watermark (a backfill, an import,
+        a sync that lagged) is out of the overlap's reach, and only a full read finds it."""
         mark = self.watermark(name)
-        return mark - overlap if mark else None
+        if mark is None:
+            return None
+        last_full = self._stamp("full_reads", name)
+        if full_every is not None and (last_full is None or mark - last_full >= full_every):
+            return None
+        return mark - overlap
 
-    def advance_watermark(self, name: str, moment: datetime) -> None:
+    def advance_watermark(self, name: str, moment: datetime, full_read: bool = False) -> None:
         """Move the watermark to `moment`, never back: a night that read only older labels
-        (the overlap) must not widen the next night's read."""
+        (the overlap) must not widen the next night's read. `full_read`: tonight read every
+        label, so the next full read is due `full_every` after `moment`."""
         mark = self.watermark(name)
-        if mark is not None and mark >= moment:
-            return
         with closing(self._db()) as db, db:
-            db.execute(
-                "insert or replace into watermarks values (?, ?)", (name, moment.isoformat())
-            )
+            if mark is None or moment > mark:
+                db.execute(
+                    "insert or replace into watermarks values (?, ?)", (name, moment.isoformat())
+                )
+            if full_read:
+                db.execute(
+                    "insert or replace into full_reads values (?, ?)", (name, moment.isoformat())
+                )
 
     def mark_requested(self, trace_ids: Iterable[str], moment: datetime) -> None:
         with closing(self._db()) as db, db:

@@ -128,6 +128,11 @@ class TraceSettings(Section):
     read: Langfuse's read API can list a label minutes after its timestamp, and an edit
     keeps the timestamp, so an edit made within this many hours of the label is seen too.
     The label store keeps each annotation once, so the overlap costs a re-read only."""
+    label_full_read_days: PositiveInt | None = 7
+    """Once the newest label read has moved this many days past the last full read (the
+    source's clock), a night reads every label again, not from the watermark: a label
+    stamped days before it (a backfill, an import, a sync that lagged) is beyond the
+    overlap's reach and would be missed for good. None: never after the first night."""
     trace_name: str | None = None
     """Langfuse: only traces of this name."""
     environment: str | None = None

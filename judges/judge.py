@@ -36,8 +36,9 @@ class Judge:
     # The folder of its reward head (`judges.judge_head`; pass/fail only): P(pass) read
     # from the judge model's features, not its verdict; the version is rubric plus head.
     head: str | None = None
-    # When the labels it learned from were fetched (a registered version's): labels made
-    # after it are new to it, and watching its agreement on them shows drift.
+    # The newest label it learned from (a registered version's; the source's clock, as the
+    # labels' own times): labels made after it are new to it, and watching its agreement
+    # on them shows drift.
     made_at: datetime | None = None
     # Per held-out label, people's label beside its verdict, measured with `heldout`; ()
     # for a judge read back from the registry, or pickled before this field was kept.

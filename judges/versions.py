@@ -130,7 +130,10 @@ def production_judge(
         heldout=_recorded(first.tags, TAG + "heldout."),  # as measured when it was made
         adapter=adapter,
         head=head,
-        made_at=_moment(first.tags.get(TAG + "window.fetched_at")),
+        # the newest label it learned from, on the source's clock as every label time is
+        # (the fetch time is this host's); a version with no label stamp: its fetch time
+        made_at=_moment(first.tags.get(TAG + "window.last_label"))
+        or _moment(first.tags.get(TAG + "window.fetched_at")),
     )
 
 

@@ -28,7 +28,7 @@ from judges.types import JudgedItem
 class Watch:
     judge: str  # the watched version, e.g. "agent-judge-rubric v3"
     primary: str  # the statistic, e.g. "kappa"
-    since: datetime  # its labels' fetch time: the labels after it are new to it
+    since: datetime  # its newest label's time: the labels after it are new to it
     labels: int  # new labels it was measured on
     score: float  # its primary statistic on them
     made_with: float  # the same statistic on the held-out labels it was registered with
@@ -79,8 +79,8 @@ async def watch_judge(
     min_labels: int,
     tally: Tally | None = None,
 ) -> Watch | None:
-    """`judge` (a registered version, with the time its labels were fetched and its
-    recorded agreement) on the `items` labelled after that time; None when it records
+    """`judge` (a registered version, with the time of the newest label it learned from
+    and its recorded agreement) on the `items` labelled after that time; None when it records
     neither (a version registered before either was kept). `tally` counts judge calls."""
     made_with = judge.heldout.get(judge.primary)
     if judge.made_at is None or made_with is None:

@@ -36,6 +36,7 @@ class Collected:
     labels_new: int = 0  # labels the store did not hold before tonight (new or edited)
     # the newest label timestamp the source gave tonight (its clock): the next watermark
     labels_read_to: datetime | None = None
+    labels_read_all: bool = False  # tonight read every label, not from the watermark on
     labels_answered: int = 0  # labels on traces active learning asked about, to date
     labels_conflicting: int = 0  # traces whose people's labels disagree: left out
     labels_outside_window: int = 0  # stored labels older than judge.label_window_days

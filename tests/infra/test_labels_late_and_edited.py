@@ -17,12 +17,12 @@ NOW = datetime.now(UTC)
 LABELLED = NOW - timedelta(hours=1)  # the first night's label, as the source stamped it
 
 
-def night(tmp_path, labels) -> tuple[Runtime, list]:
+def night(tmp_path, labels, **traces_settings) -> tuple[Runtime, list]:
     traces = [trace(f"t{i}", NOW - timedelta(hours=2)) for i in range(3)]
     export(tmp_path / "export", traces, labels)
     settings = Settings(
         state_dir=tmp_path / "state",
-        traces={"jsonl_dir": str(tmp_path / "export"), "lookback_hours": 24},
+        traces={"jsonl_dir": str(tmp_path / "export"), "lookback_hours": 24} | traces_settings,
     )
     return Runtime(settings, lm=ScriptedLM()), traces
 
@@ -31,7 +31,9 @@ async def succeed(rt: Runtime, run_id: str):
     """A night whose end is reached: the watermark moves as `nightly` moves it."""
     collected = await collect_traces.fn(rt, run_id)
     if collected.labels_read_to is not None:
-        rt.labels.advance_watermark("correct", collected.labels_read_to)
+        rt.labels.advance_watermark(
+            "correct", collected.labels_read_to, full_read=collected.labels_read_all
+        )
     return collected
 
 
@@ -52,6 +54,31 @@ async def test_a_label_listed_late_is_read_the_next_night_exactly_once(tmp_path)
     stored = [(a.id, a.value) for a, _ in rt.labels.labels("correct")]
     assert stored == [(late.id, 0.0), (first[0].id, 1.0)]  # each once, oldest first
     assert rt.labels.watermark("correct") == LABELLED
+
+
+async def test_a_label_stamped_days_before_the_watermark_is_read_by_the_next_full_read(
+    tmp_path,
+):
+    first = [label("t0", 1.0, LABELLED - timedelta(days=3))]
+    rt, traces = night(tmp_path, first, label_full_read_days=2)
+    assert (await succeed(rt, "n1")).labels_read_all  # the first night reads every label
+    # a backfill on a trace older than the night's window (a label on one of tonight's
+    # traces comes with it): stamped two days before the watermark, beyond the overlap
+    traces.append(trace("old", NOW - timedelta(days=10)))
+    backfill = label("old", 0.0, LABELLED - timedelta(days=5))
+    export(tmp_path / "export", traces, [*first, backfill])
+    night2 = await succeed(rt, "n2")
+    assert not night2.labels_read_all and night2.labels_new == 0  # out of the overlap's reach
+    # two days of labels later (the source's clock), a night reads every label again
+    fresh = label("t2", 1.0, LABELLED)
+    export(tmp_path / "export", traces, [*first, backfill, fresh])
+    night3 = await succeed(rt, "n3")
+    assert not night3.labels_read_all and night3.labels_new == 1
+    night4 = await succeed(rt, "n4")
+    assert night4.labels_read_all and night4.labels_new == 1  # the backfill, once
+    assert not (await succeed(rt, "n5")).labels_read_all  # the next one is due in 2 days
+    stored = sorted(a.id for a, _ in rt.labels.labels("correct"))
+    assert stored == sorted(a.id for a in (*first, backfill, fresh))
 
 
 async def test_an_edited_annotation_replaces_its_stored_value(tmp_path):

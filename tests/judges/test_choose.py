@@ -154,7 +154,8 @@ async def test_three_nights_pass_keep_and_replace(rt):
     assert registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).version == 1
     # reloaded with what it was registered with: what watching it next nights compares to
     stored = production_judge(registry, ["rubric"])
-    assert stored.made_at == WINDOW.fetched_at and stored.heldout["kappa"] == 0.8
+    # the newest label it learned from, on the source's clock as the labels it is watched on
+    assert stored.made_at == WINDOW.last != WINDOW.fetched_at and stored.heldout["kappa"] == 0.8
 
     # Night 2: the new rubric is a coin flip; the judge in use, re-measured on tonight's
     # held-out traces with its stored threshold, agrees perfectly and is kept.
