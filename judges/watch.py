@@ -50,8 +50,8 @@ class Watch:
     def line(self) -> str:
         if self.labels == 0:  # a weekend, a quiet day: the common case, not an error
             return (
-                f"Judge watch: no labels made since {self.since:%Y-%m-%d %H:%M} UTC, when "
-                f"{self.judge} was registered: nothing new to measure it on."
+                f"Judge watch: no labels made since {self.since:%Y-%m-%d %H:%M} UTC, the "
+                f"newest {self.judge} learned from: nothing new to measure it on."
             )
         head = (
             f"Judge watch: {self.judge} on the {self.labels} labels made since "

@@ -20,12 +20,18 @@ SAMPLE = 100
 
 
 def check_traces(traces: TraceSource, cfg: TraceSettings, labels: LabelStore) -> None:
-    """UserFacingError when the window's sample holds no usable trace, or when no human
-    label exists at all; a warning naming the sample's quarantined records."""
+    """UserFacingError when the window's sample holds no usable trace on a first night (no
+    label kept yet: more likely a wrong source or window than a quiet day) or only broken
+    records, or when no human label exists at all; a warning naming the sample's
+    quarantined records. A later night's empty window is a quiet day (a weekend): the night
+    runs, skips what needs traces and says so."""
     since = window_start(cfg.lookback_hours)
     batch = traces.fetch(since=since, limit=SAMPLE)
     first = batch.skipped[0] if batch.skipped else None
-    if not batch.traces:
+    quiet = not batch.traces and not first and labels.labels(cfg.annotation_name)
+    if quiet:
+        log.info("No trace since %s: a quiet day; the night skips what needs traces.", since)
+    elif not batch.traces:
         window = f" since {since:%Y-%m-%d %H:%M} UTC" if since else ""
         why = f"; the first left out: {first.reason}" if first else ""
         raise UserFacingError(

@@ -14,6 +14,7 @@ from infra.redaction import Redactor
 from infra.settings import TraceSettings
 from infra.traces.jsonl import JsonlTraceSource
 from infra.traces.redacting import RedactingTraceSource
+from tests.infra.test_labels import label, trace
 from tests.infra.traces.test_jsonl import obs, score, write
 
 DEEP = json.dumps({**obs(1), "input": "@"}).replace('"@"', "[" * 600 + "]" * 600)
@@ -38,3 +39,16 @@ def test_a_window_of_poison_records_stops_the_night_naming_the_first(tmp_path):
     traces = source(tmp_path, [DEEP])
     with pytest.raises(UserFacingError, match="no usable trace; the first left out: id o1: nest"):
         check_traces(traces, TraceSettings(), LabelStore(tmp_path / "labels.sqlite"))
+
+
+def test_an_empty_window_stops_a_first_night_and_not_a_later_one(tmp_path):
+    """A first night with nothing in its window is more likely a wrong source or lookback;
+    once labels are kept, an empty window is a quiet day, which the night itself skips
+    (issue 57: a scheduled deployment's second night must not stop on a weekend)."""
+    traces = source(tmp_path, [obs(2)])  # March 2025: far outside a one-day window
+    window = TraceSettings(lookback_hours=24)
+    store = LabelStore(tmp_path / "labels.sqlite")
+    with pytest.raises(UserFacingError, match="no usable trace since"):
+        check_traces(traces, window, store)
+    store.add([label("t2", 1.0)], [trace("t2")])  # an earlier night kept a label
+    check_traces(traces, window, store)

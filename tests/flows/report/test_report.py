@@ -256,8 +256,9 @@ def test_a_watch_with_no_new_labels_is_a_sentence_and_no_statistic():
     night = report(0.5)
     night = replace(night, gate=replace(night.gate, watch=quiet))
     assert (
-        "Judge watch: no labels made since 2026-11-30 02:00 UTC, when agent-judge-rubric v1 "
-        "was registered: nothing new to measure it on." in render_markdown(night)
+        "Judge watch: no labels made since 2026-11-30 02:00 UTC, the newest "
+        "agent-judge-rubric v1 learned from: nothing new to measure it on."
+        in render_markdown(night)
     )
     metrics = night.metrics()
     assert metrics["judge_watch_labels"] == 0.0 and "judge_watch_kappa" not in metrics
