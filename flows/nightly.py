@@ -37,6 +37,12 @@ from flows.night.collect import (
 )
 from flows.night.failed_night import record_failed_night
 from flows.night.fast_slow import NightState, split_heldout
+from flows.night.heldout_dataset import (
+    heldout_items,
+    heldout_runs,
+    run_names,
+    send_heldout_dataset,
+)
 from flows.night.label_targets import commented, teacher_corrections
 from flows.night.night_settings import night_settings
 from flows.night.registration import log_feedback, production_prompts, register_versions
@@ -59,6 +65,7 @@ from infra.agents.contract import require_offline
 from infra.errors import is_transient
 from infra.lm.adapter_base import servable_on, trained_on
 from infra.settings import NightKnobs, Settings
+from infra.traces.heldout_runs import HeldoutItem, HeldoutRun, SentRuns
 from judges.align import Alignment
 from judges.choose import JudgeGate, choose_judge, not_comparable
 from judges.disagreements import disagreements
@@ -440,6 +447,13 @@ async def write_judge_scores(
     return rt.traces.write_scores(scores)
 
 
+@stage("heldout-dataset")
+async def send_heldout_runs(
+    rt: Runtime, run_id: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+) -> SentRuns:
+    return rt.traces.send_heldout_runs(rt.settings.traces.heldout_dataset, items, runs, at)
+
+
 @flow(name="nightly", log_prints=True)
 async def nightly(
     run_id: str, knobs: NightKnobs | None = None, runtime: Runtime | None = None
@@ -564,6 +578,20 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         ),
     )
     report = replace(report, feedback=sent, calls=night_calls(rt.call_tallies()))
+    # each version's held-out evaluation as a run of the trace source's dataset
+    versions = {"seed": production.version, "candidate": registered.model_version}
+    names = run_names(report.evals, rt.settings.registry.model_name, versions, run_id)
+    at = collected.window.fetched_at or datetime.now(UTC)  # fixed: a resent score updates
+    heldout_dataset = await clock.time(
+        "heldout_dataset",
+        send_heldout_dataset(
+            rt.settings.traces.heldout_dataset,
+            heldout_items(heldout, report.evals, {e.id for e in collected.heldout}),
+            heldout_runs(report.evals, names),
+            lambda items, runs: _retrying(rt, send_heldout_runs)(rt, run_id, items, runs, at),
+        ),
+    )
+    report = replace(report, heldout_dataset=heldout_dataset)
     try:
         log_feedback(rt.registry, report)
     except Exception as err:  # the run already holds everything else

@@ -146,6 +146,11 @@ class TraceSettings(Section):
     judge_score_name: str = "flywheel_judge"
     """The name of the score the judge writes on each night's traces (source API, never
     ANNOTATION, so it is not read back as a human label)."""
+    heldout_dataset: str = "flywheel-heldout"
+    """The dataset each night's held-out evaluations go to: an item per held-out example,
+    a run per evaluated version (named for it), with the same scores as the night's MLflow
+    evaluation runs. Langfuse: a dataset in the project, made if missing, its runs
+    experiments; JSONL: lines in the outbox. Empty = not sent."""
     managed_prompts: dict[str, str] = Field(default_factory=dict)
     """Langfuse prompt management: agent component -> the Langfuse prompt it lives in. A
     night starts from each one's `production` version, and winners go back as versions."""

@@ -1,14 +1,16 @@
 """Where to look next, as links in the night's report: its MLflow run, the versions it
-registered (in MLflow, and in Langfuse where the agent reads its prompts), and the night
-before; and in a production move's record, the version production now holds. An MLflow
-behind a file or sqlite store has no web address until someone starts its UI, so the
-links then point at `mlflow ui`'s default address and say the command that serves it."""
+registered (in MLflow, and in Langfuse where the agent reads its prompts), the Langfuse
+dataset its held-out evaluations went to, and the night before; and in a production
+move's record, the version production now holds. An MLflow behind a file or sqlite store
+has no web address until someone starts its UI, so the links then point at `mlflow ui`'s
+default address and say the command that serves it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import quote
 
+from flows.night.heldout_dataset import HeldoutDataset
 from flows.report.night_report import Registered
 
 MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"
@@ -47,10 +49,14 @@ def move_links(tracking_uri: str, model: str, version: int, hub_pages: dict[str,
 
 
 def night_links(
-    registered: Registered, previous_run_id: str | None, previous_report: Path | None
+    registered: Registered,
+    previous_run_id: str | None,
+    previous_report: Path | None,
+    heldout: HeldoutDataset | None = None,
 ) -> list[str]:
     """Markdown lines: the night's run, its model and prompt versions, the judge it ran
-    on, and the night before (its run, and its page when it is still on this disk)."""
+    on, the held-out dataset its evaluations went to (where it has a page), and the night
+    before (its run, and its page when it is still on this disk)."""
     base, how = mlflow_ui(registered.tracking_uri)
     experiment = registered.experiment_id
     lines = ["## Links", ""]
@@ -77,6 +83,10 @@ def night_links(
             for label, run in registered.evaluation_runs.items()
         ]
         lines.append("- held-out evaluations (MLflow evaluation runs): " + ", ".join(shown))
+    if heldout is not None and heldout.link and heldout.runs:
+        lines.append(
+            f"- held-out evaluations (Langfuse dataset runs): [{heldout.dataset}]({heldout.link})"
+        )
     lines += hub_line("Langfuse prompts (label candidate)", registered.hub_prompts)
     if previous_run_id and experiment:
         lines.append(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from flows.night.calls import call_metrics
 from flows.night.fast_slow import Step
 from flows.night.feedback import Feedback
+from flows.night.heldout_dataset import HeldoutDataset
 from flows.night.stages import Evaluation, PromptStage
 from flows.production.gate import Evidence, PromotionDecision
 from flows.production.must_pass import CaseResult
@@ -71,6 +72,8 @@ class NightReport:
     registered: Registered | None = None
     moved: Move | None = None  # what the night did to production (promotion.auto)
     feedback: Feedback | None = None  # label requests and judge scores sent back
+    # the held-out evaluations as the trace source's dataset runs (None: not sent yet)
+    heldout_dataset: HeldoutDataset | None = None
     seed_prompts: dict[str, str] = field(default_factory=dict)  # where the agent started
     calls: dict[str, StageCalls] = field(default_factory=dict)  # model calls per stage
     # the traces the night fetched: "since" (ISO time, or "all") and "fetched_at"

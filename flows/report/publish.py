@@ -44,7 +44,9 @@ def publish(registry: Registry, settings: Settings, run_dir: Path, report: Night
     if report.registered is not None:
         previous = _night_before(runs, report.run_id)
         page_before = run_dir.parent / _run_id(previous) / PAGE if previous else None
-        links = night_links(report.registered, previous and previous.run_id, page_before)
+        links = night_links(
+            report.registered, previous and previous.run_id, page_before, report.heldout_dataset
+        )
     markdown = render_markdown(report, list(pictures), links)
     html = page(f"flywheel night {report.run_id}", markdown, pictures)
     (run_dir / "report.md").write_text(markdown)

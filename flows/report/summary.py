@@ -393,6 +393,9 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
         console.print(line, markup=False)
     if report.registered:
         console.print(report.registered.describe())
+    if report.heldout_dataset:
+        for line in report.heldout_dataset.lines():
+            console.print(line, markup=False)
     for line in promotion_lines(report):
         console.print(line, markup=False)
 
@@ -435,6 +438,8 @@ def render_markdown(
         lines += ["", line]
     if report.registered:
         lines += ["", report.registered.describe()]
+    if report.heldout_dataset:
+        lines += report.heldout_dataset.lines()
     lines += promotion_lines(report)
     lines += ["", prompt_diffs(report)]
     if links:

@@ -5,7 +5,8 @@ Each line is one record in Langfuse's own shape (see `infra.traces.mapping`). A 
 observation or score line is skipped, logged with its file, line number and field, and
 counted in the batch, so one broken record never costs the rest of the night. A bad
 score config line stops the night instead: the config decides how every annotation is
-read. Label requests and judge scores go to an outbox folder (`infra.traces.outbox`).
+read. Label requests, judge scores and held-out runs go to an outbox folder
+(`infra.traces.outbox`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from infra.redaction import mask
 from infra.scales import ScoreScale
 from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.heldout_runs import HeldoutItem, HeldoutRun, SentRuns
 from infra.traces.mapping import score_from_langfuse, trace_from_observation
 from infra.traces.outbox import Outbox
 from infra.traces.score_scale import scale_in_force
@@ -50,6 +52,11 @@ class JsonlTraceSource:
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         return self._outbox().write_scores(scores)
+
+    def send_heldout_runs(
+        self, dataset: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+    ) -> SentRuns:
+        return self._outbox().send_heldout_runs(dataset, items, runs, at)
 
     def pending_label_requests(self) -> set[str]:
         # the outbox cannot tell a done request from a pending one; a done one has a human

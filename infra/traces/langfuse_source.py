@@ -4,8 +4,9 @@ Generations come from the observations v2 API (`api.observations.get_many`, curs
 pages) and human annotations from the scores v3 API (`api.scores.get_many`, cursor
 pages, `source=ANNOTATION`). Both pass through `infra.traces.mapping`. The annotation's
 score config comes from `api.score_configs.get` (numbered pages). Label requests
-and judge scores go back through `infra.traces.langfuse_feedback`. The SDK's `api`
-object is the seam: tests hand in a fake with the same methods.
+and judge scores go back through `infra.traces.langfuse_feedback`, the night's held-out
+evaluations through `infra.traces.langfuse_datasets`. The SDK's `api` object is the
+seam: tests hand in a fake with the same methods.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from langfuse.api.core.api_error import ApiError
 from infra.redaction import mask
 from infra.scales import ScoreScale
 from infra.settings import TraceSettings
-from infra.traces import langfuse_feedback
+from infra.traces import langfuse_datasets, langfuse_feedback
 from infra.traces.errors import RecordError
 from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.heldout_runs import HeldoutItem, HeldoutRun, SentRuns
 from infra.traces.mapping import (
     annotation_from_score,
     correction_from_score,
@@ -169,6 +171,12 @@ class LangfuseTraceSource:
             return langfuse_feedback.create_scores(
                 self._api, scores, self._environments, self.settings.environment, config
             )
+
+    def send_heldout_runs(
+        self, dataset: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+    ) -> SentRuns:
+        with api_errors(f"did not take the held-out runs of dataset {dataset!r}"):
+            return langfuse_datasets.send_runs(self._api, dataset, items, runs, at, ui_base())
 
     def _score_config_id(self, name: str) -> str | None:
         """The id of the score config in force named `name` (Langfuse then checks each
@@ -328,17 +336,22 @@ def project_page(api: LangfuseAPI) -> str:
     it: the SDK's base URL (LANGFUSE_BASE_URL, else LANGFUSE_HOST, else Langfuse Cloud)
     and the project the keys belong to (`GET /api/public/projects`). Only for links:
     a server that cannot say is logged, never an error."""
-    base = (
-        os.environ.get("LANGFUSE_BASE_URL")
-        or os.environ.get("LANGFUSE_HOST")
-        or "https://cloud.langfuse.com"
-    )
     try:
         projects = api.projects.get().data
     except Exception as err:  # an old server, a key without project scope, a timeout
         log.info("Langfuse did not name its project (no links to it): %s", err)
         return ""
-    return f"{base.rstrip('/')}/project/{projects[0].id}" if projects else ""
+    return f"{ui_base()}/project/{projects[0].id}" if projects else ""
+
+
+def ui_base() -> str:
+    """Where the SDK sends its requests, which is where Langfuse's UI is too."""
+    base = (
+        os.environ.get("LANGFUSE_BASE_URL")
+        or os.environ.get("LANGFUSE_HOST")
+        or "https://cloud.langfuse.com"
+    )
+    return base.rstrip("/")
 
 
 def _pages(call: Callable[..., Any], page_size: int, **params: Any) -> Iterator[Any]:

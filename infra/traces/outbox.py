@@ -1,8 +1,10 @@
-"""The JSONL source's way back: label requests and judge scores appended to files.
+"""The JSONL source's way back: label requests, judge scores and held-out runs appended
+to files.
 
 An offline deployment has no Langfuse to send them to, so they wait in an outbox
 folder (never the export folder, which may be the demo data shipped in the package)
-for a person or an importer. Lines are only ever appended: earlier nights stay.
+for a person or an importer. Lines are only ever appended: earlier nights stay, and a
+night sent again appends its lines again, with the same ids, for an importer to keep once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.heldout_runs import SCORE_NAME, HeldoutItem, HeldoutRun, SentRuns
 from infra.traces.mapping import score_to_langfuse
 from infra.traces.source import TraceSourceError
 
@@ -22,6 +25,7 @@ log = logging.getLogger(__name__)
 
 LABEL_REQUESTS = "label_requests.jsonl"
 SCORES = "scores.jsonl"
+HELDOUT_RUNS = "heldout_runs.jsonl"
 
 
 class Outbox:
@@ -34,6 +38,21 @@ class Outbox:
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         return self._append(SCORES, (score_to_langfuse(s) for s in scores))
+
+    def send_heldout_runs(
+        self, dataset: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+    ) -> SentRuns:
+        """One line per run item: the dataset item it runs on, the version's reply and its
+        score, in the names Langfuse gives them."""
+        stamp = _utc_stamp(at.astimezone(UTC))
+        lines = [
+            heldout_run_record(dataset, item, run, stamp)
+            for run in runs
+            for item in run.scored(items)
+        ]
+        self._append(HELDOUT_RUNS, lines)
+        counts = {run.name: len(run.scored(items)) for run in runs}
+        return SentRuns(dataset=dataset, items=len(items), runs=counts)
 
     def requested_traces(self) -> set[str]:
         """Every trace a label was ever asked for here; an unreadable line is skipped, not
@@ -76,6 +95,23 @@ def label_request_record(request: LabelRequest, created_at: str) -> dict[str, An
         "margin": request.margin,
         "judgeVersion": request.judge_version,
         "createdAt": created_at,
+    }
+
+
+def heldout_run_record(
+    dataset: str, item: HeldoutItem, run: HeldoutRun, timestamp: str
+) -> dict[str, Any]:
+    return {
+        "datasetName": dataset,
+        "datasetItemId": item.item_id(dataset),
+        "input": item.input,
+        "expectedOutput": item.expected_output,
+        "sourceTraceId": item.trace_id,
+        "runName": run.name,
+        "output": run.replies[item.example_id],
+        "scoreName": SCORE_NAME,
+        "score": run.scores[item.example_id],
+        "timestamp": timestamp,
     }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from infra.redaction import Redactor
 from infra.scales import ScoreScale
 from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.heldout_runs import HeldoutItem, HeldoutRun, SentRuns
 from infra.traces.source import TraceBatch, TraceSource
 from infra.traces.types import Annotation, TraceRecord
 from infra.types import Example
@@ -44,6 +45,12 @@ class RedactingTraceSource:
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         return self.inner.write_scores(scores)
+
+    def send_heldout_runs(
+        self, dataset: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+    ) -> SentRuns:
+        # masked already: the examples came in through this door, the replies from them
+        return self.inner.send_heldout_runs(dataset, items, runs, at)
 
     def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:
         return self.inner.score_scale(name, ordinal=ordinal)

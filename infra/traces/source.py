@@ -1,5 +1,5 @@
 """The trace-source seam: where production traces and their scores come from, and where
-the judge's label requests and scores go back to."""
+the judge's label requests and scores, and the night's held-out evaluations, go back to."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from infra.errors import UserFacingError
 from infra.scales import ScoreScale
 from infra.traces.feedback import JudgeScore, LabelRequest
+from infra.traces.heldout_runs import HeldoutItem, HeldoutRun, SentRuns
 from infra.traces.types import Annotation, Correction, TraceRecord
 from infra.types import Example
 
@@ -80,6 +81,13 @@ class TraceSource(Protocol):
 
     def write_scores(self, scores: list[JudgeScore]) -> int:
         """Store judge verdicts as scores on their traces; returns how many were written."""
+        ...
+
+    def send_heldout_runs(
+        self, dataset: str, items: list[HeldoutItem], runs: list[HeldoutRun], at: datetime
+    ) -> SentRuns:
+        """Store the held-out examples as the items of `dataset` and each evaluated version
+        as a run over them, its scores stamped `at`; sent again, nothing is added twice."""
         ...
 
     def score_scale(self, name: str, *, ordinal: bool = False) -> ScoreScale | None:

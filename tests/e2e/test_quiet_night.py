@@ -3,6 +3,7 @@ sqlite MLflow, Prefect. It ends with a report that says what it skipped, never a
 exception (issue 57: the second `make demo` died in its first stage)."""
 
 import asyncio
+import json
 
 import pytest
 
@@ -37,3 +38,13 @@ def test_a_night_with_no_traces_in_its_window_skips_what_needs_them_and_says_so(
     assert "Labels requested: none; no traces in the night's window to judge." in text
     assert "Scores written: none; no traces in the night's window to judge." in text
     assert report.registered is not None and not report.promotion.passed
+    # the held-out evaluations went to the source's dataset, with the report's own scores
+    outbox = settings.state_dir / "outbox" / "heldout_runs.jsonl"
+    lines = [json.loads(line) for line in outbox.read_text().splitlines()]
+    sent = report.heldout_dataset
+    assert set(sent.runs) == {line["runName"] for line in lines} and len(sent.runs) == 2
+    for label, evaluation in report.evals.items():
+        (name,) = [n for n in sent.runs if f"({'production' if label == 'seed' else label})" in n]
+        run = sorted(line["score"] for line in lines if line["runName"] == name)
+        assert run == sorted(evaluation.scores.values()) and run
+    assert sent.lines()[0] in text

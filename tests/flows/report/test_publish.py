@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from html.parser import HTMLParser
 
+from flows.night.heldout_dataset import HeldoutDataset
 from flows.production.promotion import HISTORY_TAG, history
 from flows.report.history import NIGHT_PREFIX, night_history
 from flows.report.night_report import Registered
@@ -87,7 +88,18 @@ def test_a_published_night_has_its_pictures_page_and_links_everywhere(tmp_path):
         with_adapter=False,
         experiment_id=registry.experiment_id,
     )
-    night = replace(recorded_night(), run_id="20261205T020000Z", registered=registered)
+    heldout = HeldoutDataset(
+        "flywheel-heldout",
+        11,
+        {"agent v2 (candidate), night 20261205T020000Z": 11},
+        link="https://langfuse.example/project/p1/datasets/ds-1",
+    )
+    night = replace(
+        recorded_night(),
+        run_id="20261205T020000Z",
+        registered=registered,
+        heldout_dataset=heldout,
+    )
 
     inline = publish(registry, settings, run_dir, night)
 
@@ -101,6 +113,9 @@ def test_a_published_night_has_its_pictures_page_and_links_everywhere(tmp_path):
     assert inline.count("](data:image/png;base64,") == len(names)  # the Prefect artifact
     assert f"#/experiments/{registry.experiment_id}/runs/{first})" in markdown  # night before
     assert (runs / "20261204T020000Z" / "report.html").as_uri() in markdown
+    # the held-out evaluations' Langfuse dataset runs: a sentence, and a link to them
+    assert heldout.lines()[0] in markdown
+    assert f"[flywheel-heldout]({heldout.link})" in markdown
     logged = {a.path for a in registry.client.list_artifacts(tonight)}
     assert set(names) | {"report.md", "report.html"} <= logged
     # `flywheel status` names the page while it is on this disk
