@@ -81,6 +81,7 @@ class NightReport:
     # the teacher's corrections of commented failing replies (None: not written tonight)
     corrections: WrittenCorrections | None = None
     production_note: str = ""  # production's adapter left out: tonight's model cannot serve it
+    canary: str = ""  # what the night did with the canary out before it, in one sentence
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:

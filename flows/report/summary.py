@@ -249,6 +249,8 @@ def notes(report: NightReport) -> list[str]:
             'again once a judge reaches the floor (judge.untrusted_night = "optimize" runs '
             "them regardless)."
         )
+    if report.canary:
+        out.append(report.canary)
     if report.production_note:
         out.append(report.production_note)
     if report.evals["seed"].n == 0:
