@@ -365,11 +365,12 @@ async def publish_canary(
 
 
 async def canary_out(
-    rt: Runtime, run_id: str, clock: StageClock, collected: Collected, judge: Judge
+    rt: Runtime, run_id: str, clock: StageClock, collected: Collected, gate: JudgeGate
 ) -> str:
     """The canary an earlier night published, judged on the traffic it served and settled
     (promoted, rolled back or kept); its sentence for the report ("": none is out)."""
-    verdict = await clock.time("canary", judge_canary_traffic(rt, run_id, collected, judge))
+    work = judge_canary_traffic(rt, run_id, collected, gate.judge, gate.trusted)
+    verdict = await clock.time("canary", work)
     if verdict is None:
         return ""
     settled = await _retrying(rt, settle_canary)(rt, run_id, verdict)
@@ -511,7 +512,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected, watch))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
     # before production is read: a canary that won is production tonight
-    canary = await canary_out(rt, run_id, clock, collected, judge)
+    canary = await canary_out(rt, run_id, clock, collected, gate)
     production = await _retrying(rt, read_production)(rt, run_id)
     heldout = rt.heldout_examples(collected.heldout)
     cfg = rt.settings.fast_slow

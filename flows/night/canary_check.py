@@ -7,12 +7,13 @@ recorded (`Collected.served`): the canary's versions are those its model version
 published with, production's those the hub labels production now. Only traces of the
 period since the canary went out count, so both groups saw the same days' traffic. A
 trace is scored by its true label where people annotated it, else by the night's judge
-(`flows.production.canary` decides on those scores).
+if it passed its gate: an untrusted judge neither promotes nor rolls back, so the true
+labels alone decide then (`flows.production.canary` decides on those scores).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from flows.night.collect import Collected
@@ -57,10 +58,10 @@ def split_traffic(
 
 
 async def scores_of(
-    rt: Runtime, collected: Collected, judge: Judge, ids: list[str]
+    rt: Runtime, collected: Collected, judge: Judge | None, ids: list[str]
 ) -> dict[str, float]:
     """Trace id -> its score in [0, 1]: people's label where there is one (placed on the
-    scale's order), else the night's judge on the reply as logged."""
+    scale's order), else `judge`'s on the reply as logged (None: labelled traces only)."""
     wanted = set(ids)
     labelled = {}
     for item in collected.items:
@@ -68,6 +69,8 @@ async def scores_of(
             placed = placed_score(collected.scale, item.human_value, {})
             if placed is not None:
                 labelled[item.id] = placed
+    if judge is None:
+        return labelled
     examples = [e for e in collected.examples + collected.heldout if e.id in wanted]
     unlabelled = [
         JudgedItem(e.id, recorded_request(e), collected.outputs[e.id])
@@ -81,9 +84,10 @@ async def scores_of(
 
 @stage("judge-canary")
 async def judge_canary_traffic(
-    rt: Runtime, run_id: str, collected: Collected, judge: Judge
+    rt: Runtime, run_id: str, collected: Collected, judge: Judge, trusted: bool
 ) -> CanaryVerdict | None:
-    """The verdict on the canary out now (None: there is none)."""
+    """The verdict on the canary out now (None: there is none); `trusted`: the night's
+    judge passed its gate."""
     model = rt.settings.registry.model_name
     version = rt.registry.get_alias(model, CANARY)
     if version is None:
@@ -97,13 +101,16 @@ async def judge_canary_traffic(
     production = {p.name: p.version for p in hub.production().values()}
     started = canary_release.since(rt.registry, model, version)
     mine, theirs = split_traffic(collected.served, canary, production, started)
-    scores = await scores_of(rt, collected, judge, mine + theirs)
+    scores = await scores_of(rt, collected, judge if trusted else None, mine + theirs)
     decision = judge_canary(
         [scores[i] for i in mine if i in scores],
         [scores[i] for i in theirs if i in scores],
         rt.settings.promotion,
         rt.settings.seed,
     )
+    if not trusted:
+        note = "; the night's judge is not trusted, so true labels alone scored them"
+        decision = replace(decision, reason=decision.reason + note)
     return CanaryVerdict(version, decision)
 
 

@@ -26,11 +26,14 @@ from flows.production.promotion import (
     log_evidence,
     publish_managed,
 )
+from flows.report.status import status_lines
 from infra.registry.mlflow_registry import Registry
 from infra.settings import Settings, TraceSettings
 from infra.traces.prompt_hub import PromptHub
 from infra.traces.types import TraceRecord
 from infra.types import Example
+from judges.choose import JudgeGate
+from judges.gate import GateDecision
 from judges.judge import Judge
 from judges.types import JudgedItem
 from tests.fake_langfuse_prompts import FakeLangfusePrompts
@@ -39,7 +42,8 @@ from tests.prefect_harness import prefect_harness
 
 MODEL = "agent"
 PASSED = PromotionDecision(True, "held-out gain +0.400 [0.200, 0.600]; passed", 0.4, 0.2, 0.6)
-JUDGE = Judge(prompts={"rubric": "r"}, threshold=0.5, versions={"agent-judge-rubric": 1})
+JUDGE = Judge({"rubric": "r"}, threshold=0.5, versions={"a-judge": 1}, heldout={"kappa": 0.8})
+TRUSTED = JudgeGate(GateDecision(True, "passed", 0.8, 0.5), JUDGE.versions, JUDGE, None)
 GOOD, BAD = "a good reply", "a bad reply"
 
 
@@ -115,12 +119,14 @@ class World:
     async def move(self, run_id: str):
         return await nightly._production_move(self.rt, run_id, self.canary, PASSED)
 
-    async def next_night(self, canary_reply: str, production_reply: str) -> str:
+    async def next_night(
+        self, canary_reply: str, production_reply: str, gate: JudgeGate = TRUSTED
+    ) -> str:
         run_id = f"{self.run_id}-n2"
         collected = traffic(
             self.canary_prompt, self.production_prompt, canary_reply, production_reply
         )
-        return await nightly.canary_out(self.rt, run_id, StageClock(), collected, JUDGE)
+        return await nightly.canary_out(self.rt, run_id, StageClock(), collected, gate)
 
     def run(self, work, *args):
         @flow
@@ -185,6 +191,9 @@ def test_a_passing_night_with_a_canary_share_publishes_the_canary_not_production
         assert world.hub.production()["instructions"].text == "n0"
         assert registry.model_version(MODEL, world.canary).tags[DECISION + "decision"] == PUBLISHED
         assert [m["version"] for m in history(registry, MODEL)] == [world.production]
+        shown = "\n".join(status_lines(registry, world.rt.settings))
+        assert f"Canary: agent v{world.canary}: prompts agent-instructions v2" in shown
+        assert "Awaiting approval" not in shown  # it went out already
 
 
 def test_a_losing_canary_is_rolled_back_by_the_next_night(tmp_path, harness):
@@ -236,6 +245,20 @@ def test_an_undecided_canary_is_kept_and_the_report_says_so(tmp_path, harness):
         assert "it keeps serving its share" in line
         assert world.registry.get_alias(MODEL, CANARY) == world.canary
         assert world.canary_label()["instructions"].version == world.canary_prompt
+
+
+def test_an_untrusted_judge_neither_promotes_nor_rolls_back_a_canary(tmp_path, harness):
+    with FakeLangfusePrompts() as fake:
+        world = World(tmp_path, fake)
+        world.rt._objects["judge_lm"] = lm = judge_lm()
+        weak = Judge({"rubric": "r"}, threshold=0.5, heldout={"kappa": 0.2})
+        untrusted = JudgeGate(GateDecision(False, "below the floor", 0.2, 0.5), {}, weak, None)
+        line = world.run(world.next_night, BAD, GOOD, untrusted)
+
+        assert line.startswith(f"Canary v{world.canary} kept: only 1 canary and 0 production")
+        assert "true labels alone scored them" in line
+        assert lm.choice_calls == []
+        assert world.registry.get_alias(MODEL, CANARY) == world.canary
 
 
 def test_traffic_is_split_by_the_prompt_versions_a_trace_recorded():
