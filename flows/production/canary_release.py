@@ -112,7 +112,7 @@ async def settle(
     current = registry.get_alias(model, PRODUCTION)
     move = Move(ROLLED_BACK, version, current, decision.reason, BY, now)
     promotion.record_aside(registry, model, move)
-    await serving.tidy(where, registry, model)  # its adapter unloaded once its grace is over
+    await serving.tidy(where, registry, model)  # its adapter unloaded: no label serves it
     return move
 
 

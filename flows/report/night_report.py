@@ -69,7 +69,7 @@ class NightReport:
     promotion: PromotionDecision | None = None  # the gate's decision on that evidence
     must_pass: list[CaseResult] = field(default_factory=list)  # the candidate's, each case
     registered: Registered | None = None
-    moved: Move | None = None  # what the night did to production (promotion.auto)
+    moved: Move | None = None  # what the night did to production, or the canary it published
     feedback: Feedback | None = None  # label requests and judge scores sent back
     seed_prompts: dict[str, str] = field(default_factory=dict)  # where the agent started
     calls: dict[str, StageCalls] = field(default_factory=dict)  # model calls per stage
