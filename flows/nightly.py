@@ -25,6 +25,7 @@ from prefect.tasks import exponential_backoff
 
 from flows.night import feedback, stages
 from flows.night.calls import check_stage, night_calls
+from flows.night.canary_check import canary_line, judge_canary_traffic, settle_canary
 from flows.night.clock import StageClock
 from flows.night.collect import (
     Collected,
@@ -51,7 +52,7 @@ from flows.night.runtime import Runtime
 from flows.night.schedule import Schedule, evaluate_heldout
 from flows.night.tasks import optimizing, served, stage
 from flows.night.training_runs import judge_lora_dir
-from flows.production import serving
+from flows.production import canary_release, serving
 from flows.production.approval import ask_approval
 from flows.production.gate import Evidence, PromotionDecision, decide
 from flows.production.moves import recorded
@@ -353,17 +354,53 @@ async def promote_candidate(
     return await recorded(move, rt.registry, model, rt.prompt_hub, description)
 
 
+@stage("publish-canary")
+async def publish_canary(
+    rt: Runtime, run_id: str, version: int, decision: PromotionDecision, by: str
+) -> Move:
+    """A candidate that passed goes out as the canary (`promotion.canary_share`), for the
+    next night to promote or roll back on the traffic it served."""
+    model = rt.settings.registry.model_name
+    move = await canary_release.publish(
+        serving.make_serving(rt.settings),
+        rt.registry,
+        model,
+        version,
+        rt.settings.promotion.canary_share,
+        decision.reason,
+        by,
+        rt.prompt_hub,
+    )
+    description = f"flywheel night {run_id}: canary"
+    return await recorded(move, rt.registry, model, rt.prompt_hub, description)
+
+
+async def canary_out(
+    rt: Runtime, run_id: str, clock: StageClock, collected: Collected, gate: JudgeGate
+) -> str:
+    """The canary an earlier night published, judged on the traffic it served and settled
+    (promoted, rolled back or kept); its sentence for the report ("": none is out)."""
+    work = judge_canary_traffic(rt, run_id, collected, gate.judge, gate.trusted)
+    verdict = await clock.time("canary", work)
+    if verdict is None:
+        return ""
+    settled = await _retrying(rt, settle_canary)(rt, run_id, verdict)
+    return canary_line(verdict, settled)
+
+
 async def _production_move(
     rt: Runtime, run_id: str, version: int, decision: PromotionDecision
 ) -> Move | None:
     """Promote a candidate that passed: at once (promotion.auto), or when a person approves
-    it in Prefect within promotion.approval_timeout_s; None: production did not move."""
+    it in Prefect within promotion.approval_timeout_s; with promotion.canary_share, publish
+    it as the canary instead. None: production did not move."""
     cfg = rt.settings.promotion
     if not decision.passed:
         return None
+    move = publish_canary if cfg.canary_share > 0 else promote_candidate
     if cfg.auto:
         by = f"flywheel night {run_id} (promotion.auto)"
-        return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
+        return await _retrying(rt, move)(rt, run_id, version, decision, by)
     if cfg.approval_timeout_s <= 0:
         return None
     answer = await ask_approval(version, decision.reason, cfg.approval_timeout_s)
@@ -372,7 +409,7 @@ async def _production_move(
     by = answer.by or "a person in Prefect"
     if not answer.promote:
         return decline(rt.registry, rt.settings.registry.model_name, version, by)
-    return await _retrying(rt, promote_candidate)(rt, run_id, version, decision, by)
+    return await _retrying(rt, move)(rt, run_id, version, decision, by)
 
 
 def night_evidence(
@@ -481,7 +518,6 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     # production as a cut move meant it, before the night reads it as its baseline
     model, where = rt.settings.registry.model_name, serving.make_serving(rt.settings)
     await serving.finish_interrupted(where, rt.registry, model, rt.prompt_hub)
-    production = await _retrying(rt, read_production)(rt, run_id)
     collected = await clock.time("collect", _retrying(rt, collect_traces)(rt, run_id))
     # read now, so a bad case file stops the night before its hours of work, not after
     cases = configured_cases(rt.settings.promotion, rt.agent, rt.traces)
@@ -493,6 +529,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     aligned, judge_head = await clock.time("judge_head", work)
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected, watch))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
+    # before production is read: a canary that won is production tonight
+    canary = await canary_out(rt, run_id, clock, collected, gate)
+    production = await _retrying(rt, read_production)(rt, run_id)
     heldout = rt.heldout_examples(collected.heldout)
     cfg = rt.settings.fast_slow
     selection, gated = split_heldout(heldout, cfg.selection_share, rt.settings.seed)
@@ -548,6 +587,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         trace_window=trace_window(collected.window),
         agent_optimized=optimize_agent,
         production_note=production.note,
+        canary=canary,
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)

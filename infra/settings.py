@@ -569,6 +569,15 @@ class PromotionSettings(Section):
     must_pass_dataset: str = ""
     """Else a Langfuse dataset of them: each item's input, and its expected output (or a
     check in its metadata, `{"check": {"regex": "..."}}`)."""
+    canary_share: float = Field(0.0, ge=0.0, lt=1.0)
+    """A candidate that passes goes to a `canary` Langfuse label and MLflow alias instead of
+    production, with this share written in its prompts' `config.canary_share` (the agent
+    picks the label per request: docs/production.md); the next night judges canary and
+    production traces of the same period and promotes or rolls it back
+    (`flows.production.canary`). 0 = off: a passing candidate goes to production."""
+    canary_min_traces: PositiveInt = 20
+    """Fewest traces each of canary and production must have served since the canary went
+    out before a night decides on it; on fewer it is kept, and the report says so."""
 
 
 class ReplaySettings(Section):

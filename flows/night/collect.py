@@ -48,6 +48,9 @@ class Collected:
     # trace id -> a correction the teacher wrote from the reviewer's comment and the judge
     # passed (`flows.night.label_targets`); people's own corrections win over it
     written: dict[str, str] = field(default_factory=dict)
+    # trace id -> when it started, and the Langfuse prompt versions that served it (those
+    # with managed prompts only): which were a canary's (`flows.night.canary_check`)
+    served: dict[str, tuple[datetime, dict[str, int]]] = field(default_factory=dict)
 
     def human_replies(self) -> dict[str, list[tuple[str, float]]]:
         """Per trace of the night, the replies people judged, scored in [0, 1]: its reply
@@ -106,6 +109,7 @@ def collect(
     examples: dict[str, Example] = {}
     outputs: dict[str, str] = {}
     chats: dict[str, list[dict[str, str]]] = {}
+    served: dict[str, tuple[datetime, dict[str, int]]] = {}
 
     def _example(trace: TraceRecord) -> Example | None:
         return _readable(agent, trace, skipped, max_text_chars)
@@ -117,6 +121,8 @@ def collect(
             examples[trace.trace_id] = example
             outputs[trace.trace_id] = trace.output_text
             chats[trace.trace_id] = trace.messages
+            if trace.served_prompts:
+                served[trace.trace_id] = (trace.start_time, trace.served_prompts)
     if labels is None:
         by_id = {t.trace_id: t for t in traces if t.trace_id in examples}
         labels = [(a, by_id[a.trace_id]) for a in batch.annotations if a.trace_id in by_id]
@@ -174,6 +180,7 @@ def collect(
         corrections=corrections,
         labelled_at={ann.trace_id: ann.timestamp for ann, _, _, _ in agreed},
         chats=chats,
+        served=served,
     )
 
 

@@ -17,6 +17,7 @@ from flows.night.evaluation_runs import log_evaluation_runs
 from flows.night.night_settings import night_settings
 from flows.night.runtime import Runtime
 from flows.night.training_runs import log_training_runs, training_runs
+from flows.production.canary_release import SHARE
 from flows.production.promotion import (
     ADAPTER_TAG,
     PRODUCTION,
@@ -175,6 +176,7 @@ def register_versions(rt: Runtime, run_id: str, report: NightReport) -> Register
                     report.prompts,
                     [CANDIDATE],
                     served if settings.serving.base_url else None,  # a name some server knows
+                    _canary_config(settings.promotion.canary_share),
                 )
         run_id_mlflow = run.info.run_id
     return Registered(
@@ -203,3 +205,9 @@ def log_feedback(registry: Registry, report: NightReport) -> None:
         if report.feedback and report.feedback.disagreements:
             registry.log_table(report.feedback.disagreements, "judge_disagreements.json")
         # report.md with what feedback did: `flows.report.publish`, right after this
+
+
+def _canary_config(share: float) -> dict[str, float] | None:
+    """The share a canary serves, in its prompts' config from the start: a Langfuse version's
+    config is fixed once made, and the canary label goes on this very version."""
+    return {SHARE: share} if share > 0 else None

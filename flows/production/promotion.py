@@ -22,6 +22,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from flows.production.gate import Evidence, PromotionDecision, decide
 from infra.agents.file_components import variable_of
@@ -31,6 +32,7 @@ from infra.settings import PromotionSettings
 from infra.traces.prompt_hub import PromptHub
 
 PRODUCTION = "production"
+CANARY = "canary"  # a passing version serving a share of the traffic (`promotion.canary_share`)
 EVIDENCE_FILE = "promotion/evidence.json"
 HISTORY_TAG = "flywheel.production_history"  # JSON list of moves, oldest first
 PENDING_TAG = "flywheel.production_pending"  # JSON of the move under way, until it is recorded
@@ -219,21 +221,22 @@ def publish_managed(
     prompts: dict[str, str],
     labels: list[str],
     served: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """New versions of the managed prompts for a model version, named for each other: the
     hub's commit message names the MLflow version, a tag of it the hub's versions; `served`
     (the model name the version is served under) goes in each prompt's `config.model`,
-    so an agent that reads its prompt calls the weights that were measured with it. Its
-    tools' descriptions and fixed placeholders' messages go in its config too
-    (`infra.agents.prompt_config`)."""
-    made = {}
+    so an agent that reads its prompt calls the weights that were measured with it, and
+    `config`'s keys beside it (a canary's share). Its tools' descriptions and fixed
+    placeholders' messages go in its config too (`infra.agents.prompt_config`)."""
+    made, extra = {}, config or {}
     production = hub.production() if any(variable_of(c) for c in prompts) else {}
     texts, configs = split(prompts, {c: p.variables() for c, p in production.items()})
     for component, text in texts.items():
         if component in hub.names:
-            config = ({"model": served} if served else {}) | configs.get(component, {})
+            own = ({"model": served} if served else {}) | extra | configs.get(component, {})
             found = hub.publish(
-                component, text, labels, f"flywheel: MLflow model {model} v{version}", config
+                component, text, labels, f"flywheel: MLflow model {model} v{version}", own
             )
             made[found.name] = found.version
     registry.set_model_version_tags(model, version, {MANAGED_TAG: json.dumps(made)})
@@ -312,6 +315,13 @@ def _point_production(
             for name, managed_version in managed.items():
                 hub.label(name, managed_version, [PRODUCTION])
     registry.set_model_alias(model, PRODUCTION, version)
+
+
+def record_aside(registry: Registry, model: str, move: Move) -> None:
+    """A decision that leaves production where it is (a canary published or rolled back),
+    recorded like a move: on the version and as an MLflow run, never in the history that
+    `rollback` walks."""
+    _record(registry, model, move, None)
 
 
 def _refuse(

@@ -24,7 +24,7 @@ from typing import Any
 
 from flows.production import promotion
 from flows.production.gate import PromotionDecision
-from flows.production.promotion import PRODUCTION, Move, served_model
+from flows.production.promotion import CANARY, PRODUCTION, Move, served_model
 from infra.lm.openai_lm import OpenAILM
 from infra.lm.protocol import AdapterLM
 from infra.registry.mlflow_registry import Registry
@@ -119,17 +119,19 @@ def _copy_adapter(registry: Registry, model: str, version: int, target: Path) ->
 
 
 def still_wanted(registry: Registry, model: str, unload_after_s: float, now: datetime) -> set[str]:
-    """The served names the server should hold: production's, and those of versions that
-    left production less than `unload_after_s` ago (requests in flight, a quick rollback)."""
+    """The served names the server should hold: production's, the canary's (it serves its
+    share), and those of versions that left production less than `unload_after_s` ago
+    (requests in flight, a quick rollback)."""
     names = set()
     current = registry.get_alias(model, PRODUCTION)
+    canary = registry.get_alias(model, CANARY)
     recent = [
         move["previous"]
         for move in promotion.history(registry, model)
         if move.get("previous") is not None
         and (now - datetime.fromisoformat(move["at"])).total_seconds() < unload_after_s
     ]
-    for version in ([current] if current is not None else []) + recent:
+    for version in [v for v in (current, canary) if v is not None] + recent:
         info = registry.model_version(model, version)
         if info is not None:
             names.add(served_model(model, version, info.tags, ""))

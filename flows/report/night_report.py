@@ -70,7 +70,7 @@ class NightReport:
     promotion: PromotionDecision | None = None  # the gate's decision on that evidence
     must_pass: list[CaseResult] = field(default_factory=list)  # the candidate's, each case
     registered: Registered | None = None
-    moved: Move | None = None  # what the night did to production (promotion.auto)
+    moved: Move | None = None  # what the night did to production, or the canary it published
     feedback: Feedback | None = None  # label requests and judge scores sent back
     # the held-out evaluations as the trace source's dataset runs (None: not sent yet)
     heldout_dataset: HeldoutDataset | None = None
@@ -84,6 +84,7 @@ class NightReport:
     # the teacher's corrections of commented failing replies (None: not written tonight)
     corrections: WrittenCorrections | None = None
     production_note: str = ""  # production's adapter left out: tonight's model cannot serve it
+    canary: str = ""  # what the night did with the canary out before it, in one sentence
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:

@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.production.canary_release import PUBLISHED, ROLLED_BACK, SINCE_TAG
 from flows.production.promotion import (
     ADAPTER_TAG,
+    CANARY,
     CANDIDATE,
     DECISION,
     PRODUCTION,
@@ -48,6 +50,7 @@ def status_data(
         "production": _version(registry, model, production),
         "judge": judge,
         "candidate": None,
+        "canary": _version(registry, model, registry.get_alias(model, CANARY)),
         "history": history(registry, model),
         "nights": [
             _night(run, settings.state_dir / "runs")
@@ -75,10 +78,15 @@ def render(data: dict[str, Any]) -> list[str]:
         gate = candidate["gate_reason"] or "no gate decision recorded"
         out.append(f"Candidate: {_shown(model, candidate)}; gate: {gate}")
         decided = candidate["decision"]
-        if candidate["gate_passed"] and decided != "refused":
+        if candidate["gate_passed"] and decided not in ("refused", PUBLISHED, ROLLED_BACK):
             out.append(f"Awaiting approval: `flywheel promote {candidate['version']}`")
         elif decided:
             out.append(f"Last decision on it: {decided}: {candidate['decision_reason']}")
+    if (canary := data["canary"]) is not None:
+        out.append(
+            f"Canary: {_shown(model, canary)}, out since {canary['canary_since']}: the next "
+            "night promotes it or rolls it back on the traffic it served"
+        )
     if moves := data["history"]:
         out.append("Production history (newest first):")
         out += [f"  {m['at']}  {m['action']} v{m['version']} by {m['by']}" for m in reversed(moves)]
@@ -130,6 +138,7 @@ def _version(registry: Registry, model: str, version: int | None) -> dict[str, A
         "gate_reason": tags.get("flywheel.gate.reason"),
         "decision": tags.get(DECISION + "decision"),
         "decision_reason": tags.get(DECISION + "reason", ""),
+        "canary_since": tags.get(SINCE_TAG),
     }
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from flows.night.fast_slow import KIND_NAMES
 from flows.night.stages import PromptStage
+from flows.production.canary_release import PUBLISHED
 from flows.report.figures import prompt_diffs
 from flows.report.night_report import NightReport
 from infra.agents.tool_policy import tally
@@ -249,6 +250,8 @@ def notes(report: NightReport) -> list[str]:
             'again once a judge reaches the floor (judge.untrusted_night = "optimize" runs '
             "them regardless)."
         )
+    if report.canary:
+        out.append(report.canary)
     if report.production_note:
         out.append(report.production_note)
     if report.evals["seed"].n == 0:
@@ -292,7 +295,8 @@ def promotion_lines(report: NightReport) -> list[str]:
         passed = sum(case.passed for case in report.must_pass)
         out.append(f"Must-pass cases: the candidate passed {passed} of {len(report.must_pass)}.")
     if report.moved is not None:
-        out.append(f"Production: {report.moved.line()}.")
+        went = "Canary" if report.moved.action == PUBLISHED else "Production"
+        out.append(f"{went}: {report.moved.line()}.")
     elif report.promotion.passed and report.registered is not None:
         version = report.registered.model_version
         out.append(

@@ -381,6 +381,15 @@ class Registry:
         with self._http():
             self.client.set_prompt_alias(name, alias=alias, version=int(version))
 
+    def delete_prompt_alias(self, name: str, alias: str) -> None:
+        """Take `alias` off the prompt; one it does not hold is no error (a redo)."""
+        try:
+            with self._http():
+                self.client.delete_prompt_alias(name, alias)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+
     def load_prompt(self, uri: str) -> str:
         """The template behind `prompts:/name/3` or `prompts:/name@alias`."""
         return self._prompt(uri).template
@@ -468,6 +477,13 @@ class Registry:
     def set_model_alias(self, name: str, alias: str, version: int) -> None:
         with self._http():
             self.client.set_registered_model_alias(name, alias, str(version))
+
+    def delete_model_alias(self, name: str, alias: str) -> None:
+        """Take `alias` off the model; one it does not hold is no error (a redo)."""
+        if self.get_alias(name, alias) is None:
+            return
+        with self._http():
+            self.client.delete_registered_model_alias(name, alias)
 
     def model_version(self, name: str, version: int) -> ModelVersionInfo | None:
         """The version with its tags and aliases; None when it does not exist."""

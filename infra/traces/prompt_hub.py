@@ -3,10 +3,11 @@
 A prompt component the agent takes from Langfuse (`traces.managed_prompts`: component ->
 Langfuse prompt name) starts each night from the version labelled `production`, and the
 flywheel's winners go back as new versions of that same prompt: labelled `candidate` when
-a night's candidate passes its gate, and `production` when it is promoted (Langfuse moves
-a label off the version that held it). A chat prompt keeps its other messages; the
-component is its system message. Each version's commit message names the MLflow version.
-The SDK's REST client is the seam, as for traces.
+a night's candidate passes its gate, `canary` while it serves a share of the traffic
+(`promotion.canary_share`), and `production` when it is promoted (Langfuse moves a label
+off the version that held it; a canary that lost has its label taken off). A chat prompt
+keeps its other messages; the component is its system message. Each version's commit
+message names the MLflow version. The SDK's REST client is the seam, as for traces.
 """
 
 from __future__ import annotations
@@ -69,9 +70,13 @@ class PromptHub:
     def production(self) -> dict[str, ManagedPrompt]:
         """Each managed component's version labelled production; a prompt without one is
         left out (the night then starts from the agent's own seed for it)."""
+        return self.labelled(PRODUCTION)
+
+    def labelled(self, label: str) -> dict[str, ManagedPrompt]:
+        """Each managed component's version that holds `label`; one with none is left out."""
         found = {}
         for component, name in self.names.items():
-            prompt = self._get(name, PRODUCTION)
+            prompt = self._get(name, label)
             if prompt is not None:
                 found[component] = prompt
         return found
@@ -108,6 +113,14 @@ class PromptHub:
             current = _managed(self._api.prompts.get(name, version=version))
             wanted = sorted(set(current.labels) - {"latest"} | set(labels))
             self._api.prompt_version.update(name, version, new_labels=wanted)
+
+    def unlabel(self, name: str, version: int, labels: list[str]) -> None:
+        """Take `labels` off a version (a canary rolled back); the others stay."""
+        with api_errors(f"did not unlabel prompt {name!r} v{version}"):
+            current = _managed(self._api.prompts.get(name, version=version))
+            wanted = sorted(set(current.labels) - {"latest"} - set(labels))
+            if wanted != sorted(set(current.labels) - {"latest"}):
+                self._api.prompt_version.update(name, version, new_labels=wanted)
 
     def _get(self, name: str, label: str) -> ManagedPrompt | None:
         try:

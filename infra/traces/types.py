@@ -71,6 +71,17 @@ class TraceRecord:
         return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in found.items()}
 
     @property
+    def served_prompts(self) -> dict[str, int]:
+        """Langfuse prompt name -> version, of each managed prompt this trace's generations
+        were compiled from (itself and its steps): which label's version served it, where
+        traffic is split between `production` and a `canary`."""
+        return {
+            record.prompt_name: record.prompt_version
+            for record in (*self.steps, self)
+            if record.prompt_name and record.prompt_version is not None
+        }
+
+    @property
     def messages(self) -> list[dict[str, str]]:
         """The input as a chat: `[{"role", "content"}, ...]`; plain text is one user turn."""
         return _as_messages(_decoded(self.input))

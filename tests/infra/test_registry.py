@@ -255,3 +255,15 @@ def test_a_dataset_on_a_server_s_artifact_proxy_is_named_by_its_http_address():
     )
     local = "file:///state/mlartifacts/1/abc/artifacts/training/sft.jsonl"
     assert mlflow_registry._dataset_uri(local, "sqlite:///state/mlflow.db") == local
+
+
+def test_an_alias_taken_off_twice_is_no_error(registry):
+    version = registry.register_prompt("agent-withdrawn", "text")
+    registry.set_prompt_alias("agent-withdrawn", "canary", version)
+    with registry.start_run("withdrawn"):
+        model = registry.register_model_version("withdrawn", None, [], {}, {}, alias="canary")
+    for _ in range(2):  # a rollback redone after a cut
+        registry.delete_prompt_alias("agent-withdrawn", "canary")
+        registry.delete_model_alias("withdrawn", "canary")
+    assert registry.prompt_version_at_alias("agent-withdrawn", "canary") is None
+    assert registry.get_alias("withdrawn", "canary") is None and model == 1

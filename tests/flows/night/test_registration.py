@@ -171,3 +171,15 @@ def test_a_passing_night_publishes_its_prompts_where_the_agent_reads_them_and_li
     assert fake.store.prompts["router"][1]["labels"] == ["candidate", "latest"]
     page = f"{fake.host}/project/{PROJECT['id']}/prompts/router?version=2"
     assert registered.hub_prompts == {"router v2": page}
+
+
+def test_with_a_canary_share_the_published_candidate_carries_it_in_its_config(tmp_path):
+    with FakeLangfusePrompts() as fake:
+        fake.store.create({"name": "router", "prompt": "seed", "labels": ["production"]})
+        settings = Settings(state_dir=tmp_path / "state", promotion={"canary_share": 0.1})
+        rt = Runtime(settings, registry=Registry(settings.mlflow))
+        managed = TraceSettings(managed_prompts={"instructions": "router"})
+        rt._objects["prompt_hub"] = PromptHub(managed, api=fake.sdk_api())
+        register_versions(rt, "n1", replace(report(0.6), promotion=PASSED))
+    # the canary label goes on this very version, whose config Langfuse never changes
+    assert fake.store.prompts["router"][1]["config"] == {"canary_share": 0.1}

@@ -5,6 +5,9 @@ from datetime import UTC, datetime
 from flows.night.fast_slow import Step, decide_step
 from flows.night.feedback import Feedback
 from flows.night.stages import Evaluation, PromptStage
+from flows.production.canary_release import PUBLISHED
+from flows.production.gate import PromotionDecision
+from flows.production.promotion import Move
 from flows.report.night_report import NightReport
 from flows.report.summary import render_markdown
 from infra.scales import ScoreScale
@@ -102,6 +105,15 @@ def test_production_s_adapter_left_out_is_said():
     note = "Production v3's adapter was trained on /models/old, which tonight's model ..."
     assert note in render_markdown(replace(report(0.5), production_note=note))
     assert "Production v3" not in render_markdown(report(0.5))
+
+
+def test_what_the_night_did_with_a_canary_is_said():
+    line = "Canary v4 lost and was rolled back (canary minus production ...); production stays v3."
+    assert line in render_markdown(replace(report(0.5), canary=line))
+    passed = PromotionDecision(True, "held-out gain +0.100 [0.020, 0.180]; passed", 0.1, 0.02, 0.18)
+    out = Move(PUBLISHED, 5, 3, "10% of the traffic; passed", "flywheel night n1", "2026-12-07")
+    text = render_markdown(replace(report(0.5), promotion=passed, moved=out))
+    assert "Canary: published as canary v5 (production was v3; by flywheel night n1)" in text
 
 
 def test_untrusted_judge_and_dropped_adapter_are_said():
