@@ -6,7 +6,7 @@
 3. new traffic, a few labels, and one label people edited after it was read;
 4. labels that say the opposite of the judge in use (drift);
 5. a promotion by hand, then a rollback by hand, before the night;
-6. the night killed (SIGKILL) at a random moment, then resumed;
+6. the night killed (SIGKILL) at a random moment of its first 30 seconds, then resumed;
 7. labels that arrive stamped days before the watermark (a backfill).
 
 Prints one row per night: the judge the night ran on and its held-out agreement, the
@@ -102,7 +102,8 @@ class Week:
         self.seconds[day] = time.monotonic() - start
 
     def killed_night(self, day: int, after_s: float) -> None:
-        """Night `day`, killed (SIGKILL) `after_s` seconds in, then resumed."""
+        """Night `day`, killed (SIGKILL) `after_s` seconds after its run folder appears
+        (its first stage), then resumed."""
         before, start = self.runs(), time.monotonic()
         night = subprocess.Popen(
             [FLYWHEEL, "run"],
@@ -110,12 +111,18 @@ class Week:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        deadline = start + 600
+        while not self.runs() - before and night.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         try:
             night.wait(timeout=after_s)  # a night that ends first is resumed all the same
         except subprocess.TimeoutExpired:
             night.send_signal(signal.SIGKILL)
             night.wait(timeout=60)
-        (run_id,) = self.runs() - before
+        started = self.runs() - before
+        if not started:
+            raise RuntimeError(f"night {day} ended (exit {night.returncode}) before it began")
+        (run_id,) = started
         self.check_exit(self.flywheel(day, "run", "--resume", run_id))
         self.nights[day] = run_id
         self.seconds[day] = time.monotonic() - start
@@ -181,7 +188,7 @@ def run_week(week: Week, after: Callable[[int], None] = lambda day: None) -> Non
     week.night(5)
     after(5)
     stream.add_day(6)
-    week.killed_night(6, after_s=random.Random(KILL_SEED).uniform(12, 40))
+    week.killed_night(6, after_s=random.Random(KILL_SEED).uniform(1, 30))
     after(6)
     stream.add_day(7)
     stream.late_labels(5)
