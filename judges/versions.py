@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -40,10 +41,11 @@ HEAD_ARTIFACT = "judge-head"  # the artifact folder that URI names
 
 def judge_prompt_name(registry: Registry, component: str, criterion: str = "") -> str:
     """The registered prompt of a judge component; `criterion`: a secondary criterion's
-    judge ("" the primary's, whose names predate criteria)."""
-    return registry.prompt_name(
-        f"judge-{criterion}-{component}" if criterion else f"judge-{component}"
-    )
+    judge ("" the primary's, whose names predate criteria), its annotation name with what
+    an MLflow prompt name cannot hold (a space, a slash) as "-"."""
+    if not criterion:
+        return registry.prompt_name(f"judge-{component}")
+    return registry.prompt_name(f"judge-{re.sub(r'[^A-Za-z0-9_.-]+', '-', criterion)}-{component}")
 
 
 def judge_tags(

@@ -104,3 +104,8 @@ async def test_with_no_criteria_the_night_collects_none(tmp_path):
     collected = await collect_traces.fn(rt, "n1")
     assert collected.criteria == () and len(collected.items) == 30
     assert rt.labels.labels("polite") == []  # another name's labels are not read
+
+
+def test_a_criterion_s_judge_names_hold_only_what_mlflow_takes(rt):
+    name = judge_prompt_name(rt.registry, "rubric", "tone / politeness")
+    assert name.endswith("-judge-tone-politeness-rubric")
