@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow
@@ -31,10 +31,16 @@ from flows.night.collect import (
     Collected,
     collect,
     hold_out,
-    one_record_per_trace,
     summarize,
     trace_window,
     window_start,
+)
+from flows.night.criteria import (
+    CriterionJudge,
+    align_criterion,
+    criterion_evidence,
+    criterion_labels,
+    weighted,
 )
 from flows.night.failed_night import record_failed_night
 from flows.night.fast_slow import NightState, split_heldout
@@ -44,6 +50,7 @@ from flows.night.heldout_dataset import (
     run_names,
     send_heldout_dataset,
 )
+from flows.night.label_read import read_labels
 from flows.night.label_targets import commented, teacher_corrections
 from flows.night.night_settings import night_settings
 from flows.night.registration import log_feedback, production_prompts, register_versions
@@ -54,6 +61,7 @@ from flows.night.tasks import optimizing, served, stage
 from flows.night.training_runs import judge_lora_dir
 from flows.production import canary_release, serving
 from flows.production.approval import ask_approval
+from flows.production.criteria_gate import CriterionEvidence
 from flows.production.gate import Evidence, PromotionDecision, decide
 from flows.production.moves import recorded
 from flows.production.must_pass import CaseResult, MustPassCase, configured_cases, run_cases
@@ -165,28 +173,24 @@ async def collect_traces(rt: Runtime, run_id: str) -> Collected:
         batch = rt.traces.fetch(since=since, limit=cfg.max_traces)
         progress.advance(len(batch.traces) + len(batch.annotations) + len(batch.corrections))
         have = {t.trace_id for t in batch.traces} | rt.labels.trace_ids()
-        overlap = timedelta(hours=cfg.label_overlap_hours)
-        every = timedelta(days=cfg.label_full_read_days) if cfg.label_full_read_days else None
-        labels_since = rt.labels.read_from(name, overlap, every)
-        fresh = rt.traces.fetch_labels(name, labels_since, have)
-        progress.advance(len(fresh.traces) + len(fresh.annotations))
-    read = [a for a in fresh.annotations + batch.annotations if a.name == name]
-    # each labelled trace kept with its steps
-    added = rt.labels.add(read, one_record_per_trace(fresh.traces + batch.traces, []))
-    days = rt.settings.judge.label_window_days
-    stored = rt.labels.labels(name)
-    cutoff = fetched_at - timedelta(days=days) if days else None
-    labels = [(a, t) for a, t in stored if cutoff is None or a.timestamp >= cutoff]
+        primary = read_labels(rt, name, batch, have, fetched_at)
+        progress.advance(len(primary.fresh.traces) + len(primary.fresh.annotations))
+        criteria = tuple(
+            criterion_labels(rt, criterion, batch, have, since, fetched_at)
+            for criterion in cfg.criteria
+        )
     scale = rt.traces.score_scale(name, ordinal=rt.settings.judge.ordinal_categories)
+    labels = primary.labels
     collected = collect(batch, rt.agent, name, since, fetched_at, scale, labels, cfg.max_text_chars)
     collected = hold_out(collected, rt.settings.eval.heldout_trace_share)
     seen = set(collected.skipped)  # a JSONL source reads the same files twice
-    collected.skipped += [record for record in fresh.skipped if record not in seen]
-    collected.labels_new = added
+    collected.skipped += [record for record in primary.fresh.skipped if record not in seen]
+    collected.labels_new = primary.added
     # counted so that a store holding only older labels reads as that, not as no labels
-    collected.labels_outside_window = len(stored) - len(labels)
-    collected.labels_read_to = max((a.timestamp for a in read), default=None)
-    collected.labels_read_all = labels_since is None
+    collected.labels_outside_window = primary.outside_window
+    collected.labels_read_to = primary.read_to
+    collected.labels_read_all = primary.read_all
+    collected.criteria = criteria
     collected.labels_answered = len(rt.labels.requested() & {i.id for i in collected.items})
     # Before any stage spends budget, and in this stage so that a resumed night reads a
     # fixed score config again: a scale with no better or worse cannot steer the agent.
@@ -276,6 +280,33 @@ async def gate_judge(
             progress,
         )
     return replace(gate, watch=watch, injection=check)
+
+
+@stage("align-criteria")
+async def align_criteria(
+    rt: Runtime, run_id: str, collected: Collected
+) -> tuple[CriterionJudge, ...]:
+    """Each secondary criterion's judge, fitted on its labels, gated and registered
+    (`flows.night.criteria`)."""
+    judged = []
+    with StageProgress("criteria judges", None, "judge calls") as progress:
+        for labels in collected.criteria:
+            judged.append(await align_criterion(rt, run_id, labels, progress))
+    return tuple(judged)
+
+
+@stage("criteria-heldout")
+async def criteria_heldout(
+    rt: Runtime,
+    run_id: str,
+    criteria: tuple[CriterionJudge, ...],
+    candidate: stages.Evaluation,
+    production: stages.Evaluation,
+) -> tuple[CriterionEvidence, ...]:
+    """Each secondary criterion's judge on both versions' held-out replies: what the
+    promotion gate checks for a criterion that fell."""
+    with StageProgress("criteria on held-out replies", None, "judge calls"):
+        return tuple([await criterion_evidence(rt, c, candidate, production) for c in criteria])
 
 
 @stage("write-corrections")
@@ -529,6 +560,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
     aligned, judge_head = await clock.time("judge_head", work)
     gate = await clock.time("judge_gate", gate_judge(rt, run_id, aligned, collected, watch))
     judge = gate.judge  # tonight's judge if it passed the gate, else the one in use
+    criteria = ()
+    if collected.criteria:
+        criteria = await clock.time("criteria", align_criteria(rt, run_id, collected))
     # before production is read: a canary that won is production tonight
     canary = await canary_out(rt, run_id, clock, collected, gate)
     production = await _retrying(rt, read_production)(rt, run_id)
@@ -550,12 +584,24 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         work = write_corrections(rt, run_id, collected, judge)
         written = await clock.time("corrections", work)
         collected = replace(collected, written=written.kept)
-    schedule = Schedule(rt, run_id, clock, collected, judge, selection, in_production)
+    schedule = Schedule(
+        rt,
+        run_id,
+        clock,
+        collected,
+        judge,
+        selection,
+        in_production,
+        weighted=weighted(criteria),
+    )
     steps = await schedule.run() if optimize_agent else []
     best = schedule.best
     unchanged = best == in_production
     evals["candidate"] = evals["seed"] if unchanged else await held_out("candidate", best)
     evidence = night_evidence(evals, gate, production.version)
+    if criteria:
+        work = criteria_heldout(rt, run_id, criteria, evals["candidate"], evals["seed"])
+        evidence = replace(evidence, criteria=await clock.time("criteria_heldout", work))
     if rt.settings.promotion.pairwise and not evidence.by_labels and not unchanged:
         work = compare_side_by_side(rt, run_id, evals["candidate"], evals["seed"])
         evidence = replace(evidence, pairwise=await clock.time("pairwise", work))
@@ -588,6 +634,7 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
         agent_optimized=optimize_agent,
         production_note=production.note,
         canary=canary,
+        criteria=criteria,
     )
     registered = await clock.time("register", _retrying(rt, register)(rt, run_id, report))
     report = replace(report, registered=registered)
@@ -598,6 +645,9 @@ async def _night(rt: Runtime, run_id: str, clock: StageClock) -> NightReport:
             collected.labels_read_to,
             full_read=collected.labels_read_all,
         )
+    for labels in collected.criteria:
+        if labels.read_to is not None:
+            rt.labels.advance_watermark(labels.name, labels.read_to, full_read=labels.read_all)
     moved = await _production_move(rt, run_id, registered.model_version, decision)
     report = replace(report, moved=moved)
     # production's adapter loaded, demoted ones past their grace period unloaded

@@ -107,6 +107,23 @@ class LMSettings(Section):
         return self
 
 
+class CriterionSettings(Section):
+    """A secondary criterion: another human score with its own aligned judge, which the
+    agent may optimize for beside the primary (`weight`) and must not fall on
+    (`max_drop`). docs/production.md, "Several criteria"."""
+
+    weight: NonNegativeFloat = 0.0
+    """Its share of the agent's GEPA objective beside the primary's 1: the metric is
+    (primary + sum of weight x criterion) / (1 + sum of weights). 0 = checked at the gate
+    only."""
+    max_drop: NonNegativeFloat = 0.05
+    """Most its mean held-out score (in [0, 1]) may fall from production to the candidate
+    before the gate refuses the candidate, whatever the primary gained."""
+    rubric: str = ""
+    """The rubric its judge starts from (say what the criterion asks); empty = a generic
+    one naming the criterion."""
+
+
 class TraceSettings(Section):
     """Where production traces and human annotations come from."""
 
@@ -117,7 +134,12 @@ class TraceSettings(Section):
     jsonl_dir: str = ""
     """JSONL: the export folder; empty = the demo export bundled with flywheel."""
     annotation_name: str = "correct"
-    """The human score that judges learn from."""
+    """The human score that judges learn from: the primary criterion, which the agent is
+    optimized for and the gate requires to improve."""
+    criteria: dict[str, CriterionSettings] = Field(default_factory=dict)
+    """Secondary criteria: annotation name -> its weight and tolerance, each with a judge
+    of its own (e.g. `[traces.criteria.polite]` with `max_drop = 0.05`); empty = the
+    primary alone."""
     lookback_hours: PositiveInt | None = None
     """Only traces newer than this; None = all of them (the bundled demo export is fixed in
     time). A nightly deployment sets 24."""
@@ -160,6 +182,18 @@ class TraceSettings(Section):
     outbox_dir: str = ""
     """JSONL: where label requests and judge scores are appended; empty =
     `<state_dir>/outbox`."""
+
+    @model_validator(mode="after")
+    def _criteria_besides_the_primary(self) -> TraceSettings:
+        for name in self.criteria:
+            if not name.strip():
+                raise ValueError("traces.criteria: an annotation name must not be empty")
+            if name == self.annotation_name:
+                raise ValueError(
+                    f"traces.criteria.{name}: {name!r} is traces.annotation_name, the "
+                    "primary criterion; list only the other annotation names here"
+                )
+        return self
 
 
 class GEPASettings(Section):

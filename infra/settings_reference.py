@@ -64,13 +64,24 @@ def section_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def entry_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of each entry, when the field is a table of sections (`dict[str, X]`,
+    e.g. `traces.criteria`: one section per name the user picks)."""
+    if get_origin(annotation) is dict:
+        return section_model(get_args(annotation)[1])
+    return None
+
+
 def _walk(model: type[BaseModel], default: BaseModel | None, prefix: str) -> Iterator[SectionDoc]:
     for name, field in model.model_fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if (entry := entry_model(field.annotation)) is not None:  # its entries' keys
+            yield SectionDoc(f"{key}.<name>", entry, entry(), field.description)
+            continue
         sub = section_model(field.annotation)
         if sub is None:
             continue
         value = _default(field) if default is None else getattr(default, name)
-        key = f"{prefix}.{name}" if prefix else name
         doc = SectionDoc(key, sub, value if value is not None else sub(), field.description)
         yield doc
         yield from _walk(sub, doc.default, key)
@@ -177,6 +188,8 @@ def _type(annotation: Any, metadata: list[Any] | tuple[Any, ...] = ()) -> str:
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in args)
     if origin is list:
         return _constrained(f"array of {_type(args[0])}", metadata)
+    if origin is dict and section_model(args[1]) is not None:
+        return "table of sections (below)"
     if origin is dict:
         return _constrained(f"table of {_type(args[1])}", metadata)
     if annotation not in _NAMES:

@@ -124,13 +124,14 @@ async def align(
     val: list[JudgedItem],
     heldout: list[JudgedItem],
     config: GEPAConfig | None,
-    reflection_lm: Callable[[str], Awaitable[str]],
+    reflection_lm: Callable[[str], Awaitable[str]] | None,
     on_event: Callable[[Any], None] | None = None,
     floor: float = -math.inf,
     seed: int = 0,
 ) -> Alignment:
     """GEPA on the rubric under `config`, then the seed and the best fitted and measured;
-    `config` None searches nothing: the seed rubric is fitted and measured alone."""
+    `config` None searches nothing: the seed rubric is fitted and measured alone, and
+    nothing reflects (`reflection_lm` may be None)."""
     fit = fit_for(scale)
     fit.check(train + val + heldout)  # before any budget is spent
     if not train or not val:
@@ -138,6 +139,8 @@ async def align(
     adapter = fit.adapter(lm, train + val)
     best, used, refused, pool = dict(seed_prompts), 0, 0, ()
     if config is not None:
+        if reflection_lm is None:
+            raise ValueError("a GEPA search of the rubric needs a reflection model")
         seed = config.seed
         result = await optimize(
             seed_prompts,

@@ -84,14 +84,16 @@ async def choose_judge(
     min_labels: int = 0,
     adapter_dir: Path | None = None,
     tally: Tally | None = None,
+    criterion: str = "",
 ) -> JudgeGate:
     """Gate tonight's judge (rubric, and adapter or reward head if it has one) against the
     one in use on `heldout` (the items it was measured on), register it, and return the
     judge the night runs on; the one in use reads its adapter or head from under
-    `adapter_dir`; `tally` counts its judge calls."""
+    `adapter_dir`; `tally` counts its judge calls; `criterion`: a secondary criterion's
+    judge, gated against that criterion's judge in use and registered under its names."""
     tonight = alignment.judge
     previous, note = None, ""
-    stored = production_judge(registry, list(tonight.prompts), adapter_dir)
+    stored = production_judge(registry, list(tonight.prompts), adapter_dir, criterion)
     if stored is not None and (why := not_comparable(lm, stored, tonight.scale)):
         note, stored = f"; {stored.label} at {JUDGE_PRODUCTION} {why}, so it was not compared", None
     if stored is not None and not heldout:  # nothing to measure it on: kept, unmeasured
@@ -122,7 +124,7 @@ async def choose_judge(
         tags[ADAPTER_TAG] = log_judge_adapter(registry, run_id, tonight.adapter)
     if tonight.head is not None:
         tags[HEAD_TAG] = log_judge_head(registry, run_id, tonight.head)
-    registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed)
+    registered = register_judge(registry, run_id, tonight.prompts, tags, decision.passed, criterion)
     new = replace(tonight, versions=registered)
     chosen = previous if decision.keeps_in_use and previous is not None else new
     if fallback is not None and fallback[1] is not tonight:

@@ -1,6 +1,8 @@
 """Judge versions in the MLflow prompt registry: one registered prompt per judge component
 (`<prompt_name>-judge-rubric`), a new version every night, alias judge-production on the
-one the gate last passed.
+one the gate last passed. A secondary criterion's judge (`traces.criteria`) is registered
+the same way under names of its own (`<prompt_name>-judge-<criterion>-rubric`), so each
+criterion's judge has its own versions and its own alias.
 
 Each version carries, as tags, what is needed to trust it and to reload it: held-out
 agreement, the calibrated threshold and the score scale it answers on (a rubric without
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -36,8 +39,13 @@ HEAD_TAG = TAG + "head"  # where its reward head lies in MLflow (a runs:/ URI)
 HEAD_ARTIFACT = "judge-head"  # the artifact folder that URI names
 
 
-def judge_prompt_name(registry: Registry, component: str) -> str:
-    return registry.prompt_name(f"judge-{component}")
+def judge_prompt_name(registry: Registry, component: str, criterion: str = "") -> str:
+    """The registered prompt of a judge component; `criterion`: a secondary criterion's
+    judge ("" the primary's, whose names predate criteria), its annotation name with what
+    an MLflow prompt name cannot hold (a space, a slash) as "-"."""
+    if not criterion:
+        return registry.prompt_name(f"judge-{component}")
+    return registry.prompt_name(f"judge-{re.sub(r'[^A-Za-z0-9_.-]+', '-', criterion)}-{component}")
 
 
 def judge_tags(
@@ -77,14 +85,19 @@ def log_judge_head(registry: Registry, run_id: str, folder: str) -> str:
 
 
 def register_judge(
-    registry: Registry, run_id: str, prompts: dict[str, str], tags: dict[str, str], passed: bool
+    registry: Registry,
+    run_id: str,
+    prompts: dict[str, str],
+    tags: dict[str, str],
+    passed: bool,
+    criterion: str = "",
 ) -> dict[str, int]:
     """A new version of each judge component (tags name its adapter or head, if any: rubric
     and adapter, or rubric and head, are one version); alias judge-production only if it
     passed."""
     versions = {}
     for component, text in prompts.items():
-        name = judge_prompt_name(registry, component)
+        name = judge_prompt_name(registry, component, criterion)
         versions[name] = registry.register_prompt(
             name, text, commit_message=f"flywheel night {run_id}", tags=tags
         )
@@ -95,14 +108,16 @@ def register_judge(
 
 
 def production_judge(
-    registry: Registry, components: list[str], adapter_dir: Path | None = None
+    registry: Registry, components: list[str], adapter_dir: Path | None = None, criterion: str = ""
 ) -> Judge | None:
     """The judge at alias judge-production with its stored threshold, scale, and adapter
     or reward head (downloaded under `adapter_dir`; its agreement is for the caller to
     measure on tonight's labels); None on the first night (or when a component has no
-    production version)."""
+    production version). `criterion`: a secondary criterion's judge."""
     found = {
-        c: registry.prompt_version_at_alias(judge_prompt_name(registry, c), JUDGE_PRODUCTION)
+        c: registry.prompt_version_at_alias(
+            judge_prompt_name(registry, c, criterion), JUDGE_PRODUCTION
+        )
         for c in components
     }
     if any(v is None for v in found.values()):

@@ -24,6 +24,19 @@ from judges.types import JudgedItem, LabelWindow
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class CriterionLabels:
+    """A secondary criterion's labels (`traces.criteria`), as its own judge learns from
+    them: on the traces outside the held-out slice, on the annotation's own scale."""
+
+    name: str  # its annotation name
+    items: list[JudgedItem]
+    scale: ScoreScale
+    window: LabelWindow
+    read_to: datetime | None = None  # the newest label time read tonight: its next watermark
+    read_all: bool = False  # tonight read every label of the name, not from the watermark on
+
+
 @dataclass
 class Collected:
     examples: list[Example]  # one per production trace the agent could read
@@ -51,6 +64,9 @@ class Collected:
     # trace id -> when it started, and the Langfuse prompt versions that served it (those
     # with managed prompts only): which were a canary's (`flows.night.canary_check`)
     served: dict[str, tuple[datetime, dict[str, int]]] = field(default_factory=dict)
+    # each secondary criterion's labels (a tuple: its class default is what a result
+    # pickled before criteria reads)
+    criteria: tuple[CriterionLabels, ...] = ()
 
     def human_replies(self) -> dict[str, list[tuple[str, float]]]:
         """Per trace of the night, the replies people judged, scored in [0, 1]: its reply

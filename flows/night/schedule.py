@@ -49,6 +49,7 @@ async def optimize_prompts(
     start: NightState,
     judge: Judge,
     cfg: AgentOptSettings,
+    weighted: tuple[tuple[Judge, float], ...] = (),
 ) -> stages.PromptStage:
     adapter = await served(rt, start.adapter)
     return await optimizing(
@@ -64,6 +65,7 @@ async def optimize_prompts(
             rt.run_dir(run_id) / f"gepa-prompts-step{step}",
             cfg,
             collected.reply_targets(),
+            weighted,
         ),
     )
 
@@ -146,6 +148,8 @@ class Schedule:
     on: str = measured_on(None)  # what the scores are measured on, for the report
     front: Front | None = None  # the last kept prompt step's Pareto front (FST)
     tasks: StepTasks = field(default_factory=StepTasks)
+    # the secondary criteria in the prompt steps' objective (`flows.night.criteria.weighted`)
+    weighted: tuple[tuple[Judge, float], ...] = ()
 
     async def run(self) -> list[Step]:
         cfg = self.rt.settings.fast_slow
@@ -178,7 +182,7 @@ class Schedule:
         cfg = prompt_budget(self.rt.settings.agent_opt, kinds, k)
         start = self.best
         work = self.tasks.prompts(
-            self.rt, self.run_id, index, self.collected, start, self.judge, cfg
+            self.rt, self.run_id, index, self.collected, start, self.judge, cfg, self.weighted
         )
         result = await self.clock.time(f"step{index}_prompts", work)
         changed = result.prompts != start.prompts

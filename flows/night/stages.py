@@ -37,6 +37,7 @@ from judges.pointwise import seed_judge_prompts
 from judges.reward_head import HeadFit
 from judges.splits import judge_splits
 from judges.types import JudgedItem, render_inputs
+from judges.weighted_metric import WeightedMetric
 from weights.lora import saved_adapters
 from weights.round import LoraRound, ServedAdapter, lora_round, train_once
 
@@ -266,6 +267,17 @@ def judge_metric(rt: Runtime, judge: Judge) -> RolloutJudge:
     return judge.metric(rt.judge_lm, rt.settings.judge.rationale_max_tokens)
 
 
+def objective_metric(
+    rt: Runtime, judge: Judge, weighted: Sequence[tuple[Judge, float]] = ()
+) -> RolloutJudge:
+    """The agent's GEPA objective: the night's judge, or with weighted secondary criteria
+    (`flows.night.criteria.weighted`), its score averaged with theirs by weight."""
+    primary = judge_metric(rt, judge)
+    if not weighted:
+        return primary
+    return WeightedMetric(primary, [(judge_metric(rt, j), weight) for j, weight in weighted])
+
+
 def split_examples(rt: Runtime, examples: list[Example]) -> tuple[list[Example], list[Example]]:
     """(trainset, valset): the Pareto set is a fixed, seeded sample of the traffic."""
     shuffled = sorted(examples, key=lambda e: e.id)
@@ -284,16 +296,18 @@ async def optimize_prompts_stage(
     run_dir: Path | None = None,
     cfg: AgentOptSettings | None = None,
     targets: Mapping[str, str] | None = None,
+    weighted: Sequence[tuple[Judge, float]] = (),
 ) -> PromptStage:
     """GEPA on the agent's prompts, run on the model with `adapter` (the night's current
     one), on `cfg` (a prompt step's share of `agent_opt`); with `run_dir`, a killed run
     resumes from there, paying for nothing it saved. `targets`: per labelled trace, the
     reply it should have given (`Collected.reply_targets`), the pool of the agent's
-    demonstrations component where it has one."""
+    demonstrations component where it has one. `weighted`: the secondary criteria's judges
+    in the objective, with their weights (`objective_metric`)."""
     cfg, seed = cfg or rt.settings.agent_opt, rt.settings.seed
     trainset, valset = split_examples(rt, examples)
     # scored against people's right replies where they gave one, by the judge elsewhere
-    judged = judge_metric(rt, judge)
+    judged = objective_metric(rt, judge, weighted)
     metric = labelled_metric(rt.agent, judged, targets or {})
     shown = demonstrations(rt, trainset, seed_prompts, targets or {}, metric, cfg)
     gepa_adapter = AgentJudgeAdapter(

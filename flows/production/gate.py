@@ -9,7 +9,9 @@ Both versions are scored on the same examples in the same night, so the comparis
 paired: the interval is a bootstrap over examples of the mean gain, and it must exclude
 zero, so one lucky example cannot promote. A slice (the agent's intent, tag or prompt:
 `Example.metadata["slice"]`, else its reference) with fewer than `min_slice_size`
-examples is too noisy to hold a version back, and is not checked.
+examples is too noisy to hold a version back, and is not checked. Each secondary
+criterion (`traces.criteria`) must not fall beyond its tolerance
+(`flows.production.criteria_gate`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from flows.production.criteria_gate import CriterionEvidence, CriterionVerdict, criterion_verdicts
 from flows.production.must_pass import CaseResult
 from infra.settings import PromotionSettings
 from judges.metrics import Estimate, bootstrap
@@ -39,6 +42,8 @@ class Evidence:
     # reply against reply on the same held-out requests (`promotion.pairwise`), where no
     # true label scored them
     pairwise: PairwiseEvidence | None = None
+    # each secondary criterion scored on both versions' held-out replies by its own judge
+    criteria: tuple[CriterionEvidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class PromotionDecision:
     low: float | None  # the paired bootstrap interval of the gain
     high: float | None
     slice_drops: dict[str, float] = field(default_factory=dict)  # slices that fell too far
+    criteria: tuple[CriterionVerdict, ...] = ()  # each secondary criterion, measured
 
     def tags(self, prefix: str = "flywheel.gate.") -> dict[str, str]:
         """The decision as MLflow tags."""
@@ -103,14 +109,18 @@ def decide(
     if evidence.judge_drifted:  # its steps were chosen on a judge people no longer agree with
         failed.append("the judge in use drifted from people's recent labels (judge watch)")
     failed += [case.sentence() for case in must_pass if not case.passed]  # whatever the mean
+    criteria = criterion_verdicts(
+        evidence.criteria, lambda new, old: paired_gain(new, old, cfg, seed)
+    )
+    measured += "".join(f"; {criterion.line()}" for criterion in criteria)
+    failed += [criterion.sentence() for criterion in criteria if criterion.dropped]
     if evidence.pairwise is not None:
         measured += f"; {evidence.pairwise.line()}"
         failed += _pairwise_failures(evidence.pairwise, cfg)
     if failed:
-        return PromotionDecision(
-            False, f"{measured}; refused: {'; '.join(failed)}", gain, low, high, drops
-        )
-    return PromotionDecision(True, f"{measured}; passed", gain, low, high)
+        reason = f"{measured}; refused: {'; '.join(failed)}"
+        return PromotionDecision(False, reason, gain, low, high, drops, criteria)
+    return PromotionDecision(True, f"{measured}; passed", gain, low, high, criteria=criteria)
 
 
 def _pairwise_failures(pairwise: PairwiseEvidence, cfg: PromotionSettings) -> list[str]:

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flows.production.criteria_gate import CriterionEvidence
 from flows.production.gate import Evidence, PromotionDecision, decide
 from infra.agents.file_components import variable_of
 from infra.agents.prompt_config import split
 from infra.registry.mlflow_registry import CANDIDATE, Registry
 from infra.settings import PromotionSettings
 from infra.traces.prompt_hub import PromptHub
+from judges.pairwise_gate import PairwiseEvidence
 
 PRODUCTION = "production"
 CANARY = "canary"  # a passing version serving a share of the traffic (`promotion.canary_share`)
@@ -67,8 +69,19 @@ def log_evidence(registry: Registry, evidence: Evidence) -> None:
 
 
 def load_evidence(registry: Registry, run_id: str | None) -> Evidence | None:
+    """The evidence `log_evidence` kept, its records rebuilt from their JSON (a pairwise
+    comparison, each criterion's scores): `flywheel promote` decides on all of it."""
     data = registry.load_run_dict(run_id, EVIDENCE_FILE) if run_id else None
-    return Evidence(**data) if data else None
+    if not data:
+        return None
+    pairwise = data.get("pairwise")
+    return Evidence(
+        **data
+        | {
+            "pairwise": PairwiseEvidence(**pairwise) if pairwise else None,
+            "criteria": tuple(CriterionEvidence(**c) for c in data.get("criteria", ())),
+        }
+    )
 
 
 @dataclass(frozen=True)

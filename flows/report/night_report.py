@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from flows.night.calls import call_metrics
+from flows.night.criteria import CriterionJudge
 from flows.night.fast_slow import Step
 from flows.night.feedback import Feedback
 from flows.night.heldout_dataset import HeldoutDataset
 from flows.night.stages import Evaluation, PromptStage
+from flows.production.criteria_gate import CriterionVerdict
 from flows.production.gate import Evidence, PromotionDecision
 from flows.production.must_pass import CaseResult
 from flows.production.promotion import CANDIDATE, Move
@@ -85,6 +87,7 @@ class NightReport:
     corrections: WrittenCorrections | None = None
     production_note: str = ""  # production's adapter left out: tonight's model cannot serve it
     canary: str = ""  # what the night did with the canary out before it, in one sentence
+    criteria: tuple[CriterionJudge, ...] = ()  # each secondary criterion's judge, gated
 
     @property
     def prompt_steps(self) -> list[tuple[int, PromptStage]]:
@@ -152,7 +155,8 @@ class NightReport:
         out |= call_metrics(self.calls)
         for stage, ev in self.evals.items():
             out |= heldout_metrics(stage, ev)
-        return out
+        verdicts = self.promotion.criteria if self.promotion else ()
+        return out | criteria_metrics(self.criteria, verdicts)
 
 
 # A stage's numbers, named once: a whole night's report and a failed night's run
@@ -177,6 +181,28 @@ def alignment_metrics(aligned: Alignment) -> dict[str, float]:
         "judge_unparseable_verdicts": float(aligned.unparseable),
         "judge_refused_proposals": float(aligned.refused),
     }
+
+
+def criteria_metrics(
+    criteria: tuple[CriterionJudge, ...], verdicts: tuple[CriterionVerdict, ...]
+) -> dict[str, float]:
+    """Each secondary criterion's numbers, prefixed by its name: its judge's held-out
+    agreement and gate, and its held-out mean for production and the candidate."""
+    out: dict[str, float] = {}
+    for criterion in criteria:
+        prefix, judge = f"criterion_{criterion.name}_", criterion.judge
+        out[f"{prefix}judge_{judge.primary}"] = judge.heldout_score
+        out[f"{prefix}judge_gate_passed"] = float(criterion.gate.decision.passed)
+        out[f"{prefix}judge_trusted"] = float(criterion.trusted)
+    for verdict in verdicts:
+        if verdict.gain is None:
+            continue
+        prefix = f"criterion_{verdict.name}_"
+        out[f"{prefix}heldout_production"] = verdict.production
+        out[f"{prefix}heldout_candidate"] = verdict.candidate
+        out[f"{prefix}heldout_gain"] = verdict.gain.value
+        out[f"{prefix}dropped"] = float(verdict.dropped)
+    return out
 
 
 def watch_metrics(watch: Watch) -> dict[str, float]:

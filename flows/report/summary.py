@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from flows.night.criteria import CriterionJudge
 from flows.night.fast_slow import KIND_NAMES
 from flows.night.stages import PromptStage
 from flows.production.canary_release import PUBLISHED
+from flows.production.criteria_gate import CriterionVerdict
 from flows.report.figures import prompt_diffs
 from flows.report.night_report import NightReport
 from infra.agents.tool_policy import tally
@@ -149,6 +151,37 @@ def judge_lines(report: NightReport) -> list[str]:
     if report.feedback:
         out += report.feedback.lines()
     return out
+
+
+def criteria_lines(report: NightReport) -> list[str]:
+    """The secondary criteria, one line each: its judge's held-out agreement, its held-out
+    score for production and the candidate, and what the promotion gate made of it."""
+    verdicts = {v.name: v for v in (report.promotion.criteria if report.promotion else ())}
+    return [_criterion_line(c, verdicts.get(c.name)) for c in report.criteria]
+
+
+def _criterion_line(criterion: CriterionJudge, verdict: CriterionVerdict | None) -> str:
+    judge, gate = criterion.judge, criterion.gate.decision
+    said = (
+        f"Criterion {criterion.name} (weight {criterion.weight:g}, max_drop "
+        f"{criterion.max_drop:g}): judge {judge.label}, held-out "
+        f"{STATISTICS[judge.primary]} {judge.heldout_score:.3f} "
+        f"(judge gate {'passed' if gate.passed else 'failed'}"
+        f"{'' if criterion.trusted else ', untrusted'})"
+    )
+    if verdict is None or verdict.gain is None:
+        return said + "; not measured: no held-out reply was judged for both versions."
+    held = (
+        f"; held-out production {verdict.production:.3f} -> candidate "
+        f"{verdict.candidate:.3f} ({verdict.gain.value:+.3f} on {verdict.examples})"
+    )
+    if not criterion.trusted:
+        return (
+            said + held + ": not checked, its judge is not trusted (it neither blocks nor passes)."
+        )
+    if verdict.dropped:
+        return said + held + ": fell beyond its max_drop, the gate refused the candidate."
+    return said + held + ": within its max_drop."
 
 
 def judge_lora_lines(report: NightReport) -> list[str]:
@@ -375,7 +408,9 @@ def print_summary(report: NightReport, console: Console | None = None) -> None:
     for row in summary_rows(report):
         table.add_row(*row)
     console.print(table)
-    for line in judge_lines(report) + corrections_lines(report):
+    for line in judge_lines(report) + criteria_lines(report):
+        console.print(line, markup=False)
+    for line in corrections_lines(report):
         console.print(line, markup=False)
     for note in notes(report):
         console.print(note, style="yellow", markup=False)
@@ -428,7 +463,8 @@ def render_markdown(
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary_rows(report)]
     for name in pictures:
         lines += ["", f"![{CAPTIONS.get(name, name)}]({name})"]
-    lines += [""] + judge_lines(report) + corrections_lines(report)
+    lines += [""] + judge_lines(report) + criteria_lines(report)
+    lines += corrections_lines(report)
     lines += [""] + notes(report)
     if calls := call_table(report):
         lines += [

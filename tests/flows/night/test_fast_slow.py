@@ -102,8 +102,9 @@ class FakeSteps:
     def tasks(self) -> StepTasks:
         return StepTasks(self.prompts, self.weights, self.evaluate)
 
-    async def prompts(self, rt, run_id, step, collected, start, judge, cfg):
+    async def prompts(self, rt, run_id, step, collected, start, judge, cfg, weighted=()):
         self.started.append((step, start))
+        self.weighted = weighted
         self.budgets[step] = cfg.max_metric_calls
         new = {"instructions": "p1"} if step == 1 else dict(start.prompts)
         front = [(new, 3), ({"instructions": "runner-up"}, 1)]

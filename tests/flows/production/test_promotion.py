@@ -2,11 +2,13 @@
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
 from flows.cli import main
 from flows.production import serving
+from flows.production.criteria_gate import CriterionEvidence
 from flows.production.gate import Evidence
 from flows.production.promotion import (
     DECISION,
@@ -25,6 +27,7 @@ from flows.report.status import status_lines
 from infra.registry.mlflow_registry import Registry
 from infra.settings import PromotionSettings, Settings, TraceSettings
 from infra.traces.prompt_hub import PromptHub
+from judges.pairwise_gate import PairwiseEvidence
 from tests.fake_langfuse_prompts import PROJECT, FakeLangfusePrompts
 from tests.prefect_harness import prefect_harness
 
@@ -256,3 +259,20 @@ def test_a_file_component_goes_into_the_config_of_the_prompts_that_use_its_varia
         assert set(made) == {"planner", "writer"}  # the file is no prompt of its own
         assert fake.store.prompts["planner"][-1]["config"] == {"files": {"skill": "Walk."}}
         assert fake.store.prompts["writer"][-1]["config"] == {}
+
+
+def test_promote_decides_on_the_criteria_and_the_pairwise_comparison_the_night_kept(tmp_path):
+    """Evidence goes to its run as JSON: its records come back as records, so `promote`
+    refuses a version whose criterion fell as the night's gate did."""
+    registry = Registry(Settings(state_dir=tmp_path).mlflow)
+    polite = CriterionEvidence(
+        "polite", dict.fromkeys(IDS, 0.5), dict.fromkeys(IDS, 0.9), True, 0.05
+    )
+    pairwise = PairwiseEvidence(30, 0.8, 0.7, 0.9, 0.1, 30)
+    dropped = replace(gain_over(None, 12), criteria=(polite,), pairwise=pairwise)
+    version = night(registry, "n1", dropped)
+    refused = promote(registry, MODEL, version, CFG, "ada")
+    assert refused.action == "refused"
+    assert "criterion polite fell -0.400, beyond its" in refused.reason
+    assert "pairwise win rate 0.800 [0.700, 0.900]" in refused.reason
+    assert registry.get_alias(MODEL, PRODUCTION) is None

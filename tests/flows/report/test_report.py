@@ -2,15 +2,20 @@ import math
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
+from flows.night.criteria import CriterionJudge
 from flows.night.fast_slow import Step, decide_step
 from flows.night.feedback import Feedback
 from flows.night.stages import Evaluation, PromptStage
 from flows.production.canary_release import PUBLISHED
-from flows.production.gate import PromotionDecision
+from flows.production.criteria_gate import CriterionEvidence
+from flows.production.gate import Evidence, PromotionDecision, decide
 from flows.production.promotion import Move
 from flows.report.night_report import NightReport
 from flows.report.summary import render_markdown
 from infra.scales import ScoreScale
+from infra.settings import PromotionSettings
 from judges.align import Alignment
 from judges.choose import JudgeGate
 from judges.gate import gate_judge
@@ -288,3 +293,58 @@ def test_a_judge_untrusted_for_want_of_held_out_labels_is_said_as_that():
         text = render_markdown(replace(night, gate=replace(night.gate, decision=few)))
         assert f"Judge not trusted: {why}, so the agent was not optimized tonight" in text
         assert f"Judge gate failed: {few.reason}." in text
+
+
+def criteria_report(polite_trusted: bool) -> NightReport:
+    """A night with a secondary criterion "polite" that fell 0.3 on held-out replies."""
+    kappa = 0.8 if polite_trusted else 0.05
+    a = alignment({"kappa": kappa})
+    gate = tonight_gate(a)
+    gate = replace(gate, judge=replace(gate.judge, versions={"agent-judge-polite-rubric": 1}))
+    polite = CriterionJudge("polite", 0.5, 0.05, a, gate)
+    ids = [f"e{i}" for i in range(30)]
+    evidence = Evidence(
+        dict.fromkeys(ids, 1.0),
+        {i: float(n < 20) for n, i in enumerate(ids)},
+        by_labels=True,
+        criteria=(
+            CriterionEvidence(
+                "polite",
+                {i: float(n < 18) for n, i in enumerate(ids)},
+                {i: float(n < 27) for n, i in enumerate(ids)},
+                polite.trusted,
+                0.05,
+            ),
+        ),
+    )
+    decision = decide(evidence, PromotionSettings(resamples=200))
+    return replace(report(0.5), promotion=decision, evidence=evidence, criteria=(polite,))
+
+
+def test_each_criterion_has_its_line_and_its_metrics():
+    night = criteria_report(polite_trusted=True)
+    text = render_markdown(night)
+    line = next(x for x in text.splitlines() if x.startswith("Criterion polite"))
+    assert "judge agent-judge-polite-rubric v1, held-out κ 0.800 (judge gate passed)" in line
+    assert "held-out production 0.900 -> candidate 0.600 (-0.300 on 30)" in line
+    assert line.endswith("fell beyond its max_drop, the gate refused the candidate.")
+    assert "Promotion gate refused the candidate" in text
+    metrics = night.metrics()
+    assert metrics["criterion_polite_judge_kappa"] == 0.8
+    assert metrics["criterion_polite_heldout_gain"] == pytest.approx(-0.3)
+    assert metrics["criterion_polite_dropped"] == 1.0
+    assert metrics["criterion_polite_heldout_production"] == 0.9
+
+
+def test_an_untrusted_criterion_judge_is_said_not_to_count():
+    text = render_markdown(criteria_report(polite_trusted=False))
+    line = next(x for x in text.splitlines() if x.startswith("Criterion polite"))
+    assert "(judge gate failed, untrusted)" in line
+    assert line.endswith("not checked, its judge is not trusted (it neither blocks nor passes).")
+    assert "Promotion gate passed" in text
+
+
+def test_a_night_without_criteria_has_no_criterion_line_or_metric():
+    night = report(0.5)
+    assert "Criterion" not in render_markdown(night)
+    assert not [k for k in night.metrics() if k.startswith("criterion_")]
