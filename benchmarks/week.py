@@ -54,11 +54,12 @@ SMALL = {
     "FLYWHEEL_AGENT_OPT__REFLECTION_MINIBATCH_SIZE": "2",
     "FLYWHEEL_AGENT_OPT__REFLECTION_MAX_TOKENS": "32",
     "FLYWHEEL_PROMOTION__MIN_EXAMPLES": "5",
-    # a judge from 50 labels may take production and be watched on a dozen new ones
+    # a judge from 50 labels may take production; it is watched once 15 labels are new to
+    # it (Thursday's: Wednesday's 10 are too few to tell), and a drop of 0.3 is drift
     "FLYWHEEL_JUDGE__MIN_AGREEMENT": "-1",
     "FLYWHEEL_JUDGE__MIN_HELDOUT_LABELS": "5",
-    "FLYWHEEL_JUDGE__MIN_WATCH_LABELS": "10",
-    "FLYWHEEL_JUDGE__MAX_AGREEMENT_DROP": "0",
+    "FLYWHEEL_JUDGE__MIN_WATCH_LABELS": "15",
+    "FLYWHEEL_JUDGE__MAX_AGREEMENT_DROP": "0.3",
     "FLYWHEEL_JUDGE__UNTRUSTED_NIGHT": "optimize",
 }
 

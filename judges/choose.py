@@ -103,8 +103,11 @@ async def choose_judge(
             lm, stored.prompts, stored.threshold, heldout, seed, stored.adapter, stored.head, tally
         )
         previous = replace(stored, heldout=report, heldout_verdicts=verdicts)
+    # tonight's judge learned something the one in use did not: a label newer than its own
+    taught = previous is None or previous.made_at is None or window.last is None
+    taught = taught or window.last > previous.made_at
     decision = gate_judge(
-        tonight.heldout_score, floor, previous, tonight.primary, len(heldout), min_labels
+        tonight.heldout_score, floor, previous, tonight.primary, len(heldout), min_labels, taught
     )
     fallback = _untrusted_fallback(decision, alignment, previous)
     if fallback is not None:

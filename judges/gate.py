@@ -44,10 +44,13 @@ def gate_judge(
     metric: str = "kappa",
     labels: int | None = None,
     min_labels: int = 0,
+    taught: bool = True,
 ) -> GateDecision:
     """Pass when at least `min_labels` held-out labels were measured, the new judge's
     held-out `metric` reaches `floor` and is not below the in-use judge's on the same
-    items (a tie passes: the newer labels taught it)."""
+    items; a tie passes when `taught` (it learned from labels newer than the in-use
+    judge's), and keeps the judge in use when not: a quiet night's judge is the same one
+    again, and production's judge does not change for nothing."""
     new = f"new judge {metric} {new_score:.2f}"
     used = in_use.heldout_score if in_use else None
     if labels is not None and (labels < min_labels or labels == 0):
@@ -71,6 +74,12 @@ def gate_judge(
     if not new_score >= used:
         reason = (
             f"{new} < {in_use.label}'s {used:.2f} on tonight's held-out labels; kept {in_use.label}"
+        )
+        return GateDecision(False, reason, new_score, floor, in_use, labels, min_labels)
+    if new_score == used and not taught:
+        reason = (
+            f"{new} ties {in_use.label}'s {used:.2f} on tonight's held-out labels, with no "
+            f"label newer than those {in_use.label} learned from; kept {in_use.label}"
         )
         return GateDecision(False, reason, new_score, floor, in_use, labels, min_labels)
     reason = (

@@ -89,7 +89,10 @@ def test_a_week_of_nights_never_crashes_and_production_moves_only_as_it_should(t
         if day == 2:  # the second `make demo` of issue 57: a quiet day, said and skipped
             assert "no traces in the night's window" in report
             assert "Judge watch: no labels made since" in report
-        if day == 3:
+            # and the same labels align the same judge again: production's is kept
+            assert "no label newer than those" in report, report
+        if day == 3:  # ten labels new to the judge in use: too few to tell drift
+            assert "too few to tell (judge.min_watch_labels = 15)" in report, report
             asked_before.append(len(week.outbox("label_requests")))
         if day == 4:
             # the drifted labels: Wednesday's traces, each against the judge's verdict

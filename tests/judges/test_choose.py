@@ -3,7 +3,7 @@
 import json
 import math
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -106,10 +106,15 @@ def heldout_of(items: list[JudgedItem]) -> list[JudgedItem]:
 
 
 async def gate_judge_stage(
-    rt: Night, run_id: str, alignment: Alignment, items: list[JudgedItem], min_labels: int = 0
+    rt: Night,
+    run_id: str,
+    alignment: Alignment,
+    items: list[JudgedItem],
+    min_labels: int = 0,
+    window: LabelWindow = WINDOW,
 ) -> JudgeGate:
     return await choose_judge(
-        rt.lm, rt.registry, run_id, alignment, heldout_of(items), WINDOW, 0.2, 0, min_labels
+        rt.lm, rt.registry, run_id, alignment, heldout_of(items), window, 0.2, 0, min_labels
     )
 
 
@@ -131,7 +136,7 @@ def aligned(
     )
 
 
-async def test_three_nights_pass_keep_and_replace(rt):
+async def test_nights_pass_keep_and_replace(rt):
     registry, night = rt.registry, collected()
     name = registry.prompt_name("judge-rubric")
 
@@ -174,9 +179,18 @@ async def test_three_nights_pass_keep_and_replace(rt):
     assert registry.client.get_prompt_version(name, 2).tags["flywheel.judge.gate"] == "failed"
     assert registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).version == 1
 
-    third = await gate_judge_stage(rt, "n3", aligned("rubric", "sharp v3", 1.0, 0.5), night)
-    assert third.decision.passed and third.judge.versions == {name: 3}
-    assert registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).version == 3
+    # Night 3: as good as v1 on the same labels, and nothing newer taught it: v1 is kept
+    same = await gate_judge_stage(rt, "n3", aligned("rubric", "sharp v3", 1.0, 0.5), night)
+    assert not same.decision.passed and same.kept_previous and same.judge.versions == {name: 1}
+    assert "no label newer than those" in same.decision.reason
+
+    # Night 4: a tie again, from a window with a label newer than v1's: it replaces v1
+    later = replace(WINDOW, labels=21, last=WINDOW.last + timedelta(days=1))
+    fourth = await gate_judge_stage(
+        rt, "n4", aligned("rubric", "sharp v4", 1.0, 0.5), night, window=later
+    )
+    assert fourth.decision.passed and fourth.judge.versions == {name: 4}
+    assert registry.prompt_version_at_alias(name, JUDGE_PRODUCTION).version == 4
 
 
 async def test_first_judge_below_the_floor_runs_untrusted_without_the_alias(rt):

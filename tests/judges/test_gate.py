@@ -24,6 +24,15 @@ def test_better_than_the_judge_in_use_passes_and_a_tie_too():
     assert tie.passed and "replaces judge v3" in tie.reason
 
 
+def test_a_tie_from_no_newer_label_keeps_the_judge_in_use():
+    """A quiet night aligns the same judge again on the same labels: production's judge
+    does not change for it (the week test's second night registered a twin of v1)."""
+    tie = gate_judge(0.31, 0.20, V3, taught=False)
+    assert not tie.passed and tie.keeps_in_use
+    assert "no label newer than those judge v3 learned from; kept judge v3" in tie.reason
+    assert gate_judge(0.35, 0.20, V3, taught=False).passed  # better still replaces it
+
+
 def test_below_the_floor_keeps_the_judge_in_use():
     decision = gate_judge(0.05, 0.20, V3)
     assert not decision.passed and decision.keeps_in_use
