@@ -9,14 +9,11 @@ ids, scores on their id, and runs (experiments) as Langfuse builds them from the
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlsplit
 
-from langfuse import Langfuse
-from langfuse.api import LangfuseAPI
-
 from tests.fake_langfuse_prompts import PROJECT
+from tests.fake_langfuse_server import FakeLangfuseServer
 
 STAMP = "2026-12-01T00:00:00Z"
 
@@ -132,27 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"message": f"no route {path}"})
 
 
-class FakeLangfuseDatasets:
+class FakeLangfuseDatasets(FakeLangfuseServer):
     """`with FakeLangfuseDatasets() as fake:` serves on `fake.host` until the block ends."""
 
     def __init__(self):
-        self.store = DatasetStore()
-        handler = type("Handler", (_Handler,), {"store": self.store})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def sdk_api(self) -> LangfuseAPI:
-        """The real SDK's REST client, pointed at this fake (one key per server: the SDK
-        keeps one client per public key)."""
-        client = Langfuse(
-            public_key=f"pk-{self.host}", secret_key="sk", host=self.host, tracing_enabled=False
-        )
-        return client.api
-
-    def __enter__(self) -> FakeLangfuseDatasets:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(DatasetStore(), _Handler)

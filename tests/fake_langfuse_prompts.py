@@ -7,12 +7,10 @@ it elsewhere takes it off), and "latest" follows the newest version, as in Langf
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from langfuse import Langfuse
-from langfuse.api import LangfuseAPI
+from tests.fake_langfuse_server import FakeLangfuseServer
 
 PREFIX = "/api/public/v2/prompts"
 PROJECT = {
@@ -109,27 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, self.store.relabel(unquote(name), int(version), labels))
 
 
-class FakeLangfusePrompts:
+class FakeLangfusePrompts(FakeLangfuseServer):
     """`with FakeLangfusePrompts() as fake:` serves on `fake.host` until the block ends."""
 
     def __init__(self):
-        self.store = PromptStore()
-        handler = type("Handler", (_Handler,), {"store": self.store})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def sdk_api(self) -> LangfuseAPI:
-        """The real SDK's REST client, pointed at this fake (one key per server: the SDK
-        keeps one client per public key)."""
-        client = Langfuse(
-            public_key=f"pk-{self.host}", secret_key="sk", host=self.host, tracing_enabled=False
-        )
-        return client.api
-
-    def __enter__(self) -> FakeLangfusePrompts:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(PromptStore(), _Handler)
