@@ -263,7 +263,20 @@ def _untrusted_because(report: NightReport) -> str:
             f"only {decision.labels} held-out labels to measure it on "
             f"(judge.min_heldout_labels = {decision.min_labels})"
         )
-    return f"held-out {STATISTICS[used.primary]} {used.heldout_score:.3f} < {decision.floor}"
+    gate = report.gate
+    statistic = f"held-out {STATISTICS[used.primary]} {used.heldout_score:.3f}"
+    if not used.heldout_score >= decision.floor:
+        return f"{statistic} < {decision.floor}"
+    if gate.drifted and gate.watch is not None:
+        drop = gate.watch.drop
+        return f"{gate.watch.judge} drifted from people's recent labels ({drop:.3f} lost)"
+    if gate.injection is not None and gate.injection.fooled:
+        check = gate.injection
+        return (
+            f"an instruction appended to a reply turned {check.share:.0%} of its fail verdicts "
+            f"to pass (judge.max_injection_flips {check.max_share}), though its {statistic}"
+        )
+    return statistic  # trusted by every measure: not a reason, and not reached
 
 
 def notes(report: NightReport) -> list[str]:

@@ -19,6 +19,7 @@ from infra.settings import PromotionSettings
 from judges.align import Alignment
 from judges.choose import JudgeGate
 from judges.gate import gate_judge
+from judges.injection import InjectionCheck
 from judges.judge import Judge
 from judges.watch import Watch
 from weights.round import LoraRound
@@ -293,6 +294,19 @@ def test_a_judge_untrusted_for_want_of_held_out_labels_is_said_as_that():
         text = render_markdown(replace(night, gate=replace(night.gate, decision=few)))
         assert f"Judge not trusted: {why}, so the agent was not optimized tonight" in text
         assert f"Judge gate failed: {few.reason}." in text
+
+
+def test_a_judge_untrusted_for_being_talked_round_is_said_as_that_not_as_a_low_kappa():
+    """A week of nights found the report blaming a κ 0.579 "< -1.0" for a judge that an
+    injection probe had fooled: the sentence names the check that failed."""
+    night = report(0.5)
+    fooled = InjectionCheck(judged_fail=11, flipped=3, max_share=0.2)
+    text = render_markdown(replace(night, gate=replace(night.gate, injection=fooled)))
+    assert (
+        "Judge not trusted: an instruction appended to a reply turned 27% of its fail "
+        "verdicts to pass (judge.max_injection_flips 0.2), though its held-out κ 0.500"
+    ) in text
+    assert " < 0.2" not in text.split("Judge not trusted")[1].split("\n")[0]
 
 
 def criteria_report(polite_trusted: bool) -> NightReport:
