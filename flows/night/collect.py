@@ -35,6 +35,8 @@ class CriterionLabels:
     window: LabelWindow
     read_to: datetime | None = None  # the newest label time read tonight: its next watermark
     read_all: bool = False  # tonight read every label of the name, not from the watermark on
+    # trace id -> when its label was made: which labels its judge in use never saw
+    labelled_at: dict[str, datetime] = field(default_factory=dict)
 
 
 @dataclass

@@ -5,15 +5,16 @@ replies the promotion gate compares.
 A criterion's judge goes through the primary's alignment and gate code on its own scale,
 but without a GEPA search of its rubric: its cut is fitted on its training labels
 (`align` with no config), its agreement measured on its held-out labels, and it is
-registered under names of its own (`judges.versions`). The primary's extra steps (its
-LoRA step, reward head, watch and injection check) are the primary's alone: a night pays
-for them once.
+registered under names of its own (`judges.versions`), and its judge in use is watched on
+its new labels as the primary's is. The primary's other extra steps (its LoRA step,
+reward head and injection check) are the primary's alone: a night pays for them once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 
 from flows.night.collect import CriterionLabels, collect, in_heldout_slice
 from flows.night.label_read import read_labels
@@ -23,11 +24,13 @@ from flows.production.criteria_gate import CriterionEvidence
 from flows.report.progress import StageProgress
 from infra.traces import TraceBatch
 from judges.align import Alignment, align
-from judges.choose import JudgeGate, choose_judge
+from judges.choose import JudgeGate, choose_judge, not_comparable
 from judges.judge import Judge
 from judges.pointwise import seed_judge_prompts
 from judges.scaled_metric import check_ranked
 from judges.types import JudgedItem
+from judges.versions import production_judge
+from judges.watch import Watch, watch_judge
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,9 @@ def criterion_labels(
     check_ranked(found.scale)  # before any budget: a scale with no order scores nothing
     share = rt.settings.eval.heldout_trace_share
     items = [i for i in found.items if share <= 0 or not in_heldout_slice(i.id, share)]
-    return CriterionLabels(name, items, found.scale, found.window, read.read_to, read.read_all)
+    return CriterionLabels(
+        name, items, found.scale, found.window, read.read_to, read.read_all, found.labelled_at
+    )
 
 
 def criterion_seed(name: str, rubric: str) -> dict[str, str]:
@@ -83,12 +88,16 @@ def criterion_seed(name: str, rubric: str) -> dict[str, str]:
 async def align_criterion(
     rt: Runtime, run_id: str, labels: CriterionLabels, progress: StageProgress | None = None
 ) -> CriterionJudge:
-    """Its seed rubric fitted and measured on its labels, gated against its judge in use,
-    and registered (`judges.choose`, under the criterion's names)."""
+    """Its judge in use watched on the labels new to it, its seed rubric fitted and
+    measured on its labels, gated against that judge, and registered (`judges.choose`,
+    under the criterion's names): a drifted judge in use, kept, is not trusted, and a
+    criterion whose judge is not trusted neither steers the agent nor blocks the gate."""
     cfg, seed = rt.settings.judge, rt.settings.seed
     settings = rt.settings.traces.criteria[labels.name]
     train, val, heldout = judge_items_split(rt, labels.items)
     rubric = criterion_seed(labels.name, settings.rubric)
+    folder = rt.run_dir(run_id) / f"judge-production-{labels.name}"
+    watch = await watch_criterion(rt, labels, list(rubric), folder)
     alignment = await align(
         rt.judge_lm, rubric, labels.scale, train, val, heldout, None, None, seed=seed
     )
@@ -102,11 +111,32 @@ async def align_criterion(
         cfg.min_agreement,
         seed,
         cfg.min_heldout_labels,
-        rt.run_dir(run_id) / f"judge-production-{labels.name}",
+        folder,
         progress,
         criterion=labels.name,
     )
+    gate = replace(gate, watch=watch)
     return CriterionJudge(labels.name, settings.weight, settings.max_drop, alignment, gate)
+
+
+async def watch_criterion(
+    rt: Runtime, labels: CriterionLabels, components: list[str], folder: Path
+) -> Watch | None:
+    """The criterion's judge in use on its labels made after the newest it learned from
+    (`judges.watch`, as the primary's); None: it has none in use on this scale."""
+    cfg = rt.settings.judge
+    in_use = production_judge(rt.registry, components, folder, labels.name)
+    if in_use is None or not_comparable(rt.judge_lm, in_use, labels.scale):
+        return None
+    return await watch_judge(
+        rt.judge_lm,
+        in_use,
+        labels.items,
+        labels.labelled_at,
+        rt.settings.seed,
+        cfg.max_agreement_drop,
+        cfg.min_watch_labels,
+    )
 
 
 def weighted(criteria: tuple[CriterionJudge, ...]) -> tuple[tuple[Judge, float], ...]:

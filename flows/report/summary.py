@@ -157,7 +157,12 @@ def criteria_lines(report: NightReport) -> list[str]:
     """The secondary criteria, one line each: its judge's held-out agreement, its held-out
     score for production and the candidate, and what the promotion gate made of it."""
     verdicts = {v.name: v for v in (report.promotion.criteria if report.promotion else ())}
-    return [_criterion_line(c, verdicts.get(c.name)) for c in report.criteria]
+    out = []
+    for criterion in report.criteria:
+        out.append(_criterion_line(criterion, verdicts.get(criterion.name)))
+        if (watch := criterion.gate.watch) is not None:  # its judge in use, as the primary's
+            out.append(f"Criterion {criterion.name}: {watch.line()}")
+    return out
 
 
 def _criterion_line(criterion: CriterionJudge, verdict: CriterionVerdict | None) -> str:

@@ -109,3 +109,26 @@ async def test_with_no_criteria_the_night_collects_none(tmp_path):
 def test_a_criterion_s_judge_names_hold_only_what_mlflow_takes(rt):
     name = judge_prompt_name(rt.registry, "rubric", "tone / politeness")
     assert name.endswith("-judge-tone-politeness-rubric")
+
+
+async def test_a_criterion_s_judge_in_use_is_watched_and_untrusted_once_it_drifts(rt):
+    """Each annotation name's judge is watched as the primary's: labels made after the
+    newest its judge in use learned from that say the opposite of it mark it drifted, and
+    a drifted criterion judge kept in use neither steers the agent nor blocks the gate."""
+    first = await align_criteria.fn(rt, "n1", await collect_traces.fn(rt, "n1"))
+    assert first[0].gate.watch is None  # no judge in use yet
+    # a day later, on the next day's replies, people say the opposite: please is rude now
+    later = datetime(2026, 12, 1, tzinfo=UTC)
+    day2 = night(120).traces[60:]
+    flipped = [
+        Annotation(f"q{i}", t.trace_id, "polite", float(1 - i % 2), "BOOLEAN", "ANNOTATION", later)
+        for i, t in enumerate(day2)
+    ]
+    rt.traces.batch = TraceBatch(traces=day2, annotations=flipped)
+    rt.settings.judge.min_watch_labels = 10
+    collected = await collect_traces.fn(rt, "n2")
+    (criterion,) = await align_criteria.fn(rt, "n2", collected)
+    watch = criterion.gate.watch
+    assert watch is not None and watch.labels >= 10 and watch.dropped, watch
+    assert criterion.gate.kept_previous and not criterion.trusted
+    assert weighted((criterion,)) == ()
