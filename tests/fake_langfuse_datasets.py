@@ -8,12 +8,10 @@ ids, scores on their id, and runs (experiments) as Langfuse builds them from the
 
 from __future__ import annotations
 
-import json
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlsplit
 
 from tests.fake_langfuse_prompts import PROJECT
-from tests.fake_langfuse_server import FakeLangfuseServer
+from tests.fake_langfuse_server import FakeLangfuseServer, JsonHandler
 
 STAMP = "2026-12-01T00:00:00Z"
 
@@ -80,22 +78,8 @@ class DatasetStore:
         return {s["name"]: s["value"] for s in self.scores.values() if s["traceId"] == trace}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     store: DatasetStore
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def _reply(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> object:
-        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path

@@ -6,11 +6,9 @@ it elsewhere takes it off), and "latest" follows the newest version, as in Langf
 
 from __future__ import annotations
 
-import json
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fake_langfuse_server import FakeLangfuseServer
+from tests.fake_langfuse_server import FakeLangfuseServer, JsonHandler
 
 PREFIX = "/api/public/v2/prompts"
 PROJECT = {
@@ -63,22 +61,8 @@ class PromptStore:
         return None
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     store: PromptStore
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def _reply(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> dict:
-        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)

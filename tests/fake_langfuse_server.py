@@ -1,14 +1,34 @@
-"""What the local HTTP fakes of Langfuse share: a threaded server on a free loopback port,
-serving while a `with` block runs, and the real SDK's REST client pointed at it."""
+"""What the local HTTP fakes of Langfuse share: a JSON handler, a threaded server on a free
+loopback port serving while a `with` block runs, and the real SDK's REST client pointed
+at it."""
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from langfuse import Langfuse
 from langfuse.api import LangfuseAPI
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A handler that reads and answers JSON, quietly."""
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _reply(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
 
 class FakeLangfuseServer:

@@ -3,7 +3,6 @@ its prompts API: a passing night publishes it, the next night judges the traffic
 and promotes it or rolls it back."""
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,9 +20,7 @@ from flows.production.promotion import (
     CANARY,
     DECISION,
     PRODUCTION,
-    PROMPTS_TAG,
     history,
-    log_evidence,
     publish_managed,
 )
 from flows.report.status import status_lines
@@ -38,6 +35,7 @@ from judges.judge import Judge
 from judges.types import JudgedItem
 from tests.fake_langfuse_prompts import FakeLangfusePrompts
 from tests.fakes import ScriptedLM
+from tests.flows.production.test_promotion import night as registered_night
 from tests.prefect_harness import prefect_harness
 
 MODEL = "agent"
@@ -54,22 +52,12 @@ def harness():
 
 
 def night(registry: Registry, name: str, baseline: int | None) -> int:
-    """What a night registers: a prompt version, a model version, its evidence."""
+    """What a night registers (a prompt version, a model version), with evidence it won."""
     ids = [f"e{i}" for i in range(30)]
     evidence = Evidence(
         {i: 1.0 for i in ids}, dict.fromkeys(ids, 0.0), by_labels=True, production_version=baseline
     )
-    with registry.start_run(name):
-        log_evidence(registry, evidence)
-        prompt = registry.prompt_name("instructions")
-        version = registry.register_prompt(prompt, f"instructions of {name}")
-        return registry.register_model_version(
-            MODEL,
-            None,
-            [f"prompts:/{prompt}/{version}"],
-            {},
-            {PROMPTS_TAG: json.dumps({prompt: version})},
-        )
+    return registered_night(registry, name, evidence, alias=None)
 
 
 class World:

@@ -48,7 +48,9 @@ def gain_over(baseline: int | None, wins: int) -> Evidence:
     return Evidence(new, old, by_labels=True, production_version=baseline)
 
 
-def night(registry: Registry, name: str, evidence: Evidence) -> int:
+def night(
+    registry: Registry, name: str, evidence: Evidence, alias: str | None = "candidate"
+) -> int:
     """What a night registers: prompt versions, a model version, the evidence in its run."""
     with registry.start_run(name):
         log_evidence(registry, evidence)
@@ -60,7 +62,7 @@ def night(registry: Registry, name: str, evidence: Evidence) -> int:
             [f"prompts:/{prompt}/{version}"],
             {},
             {PROMPTS_TAG: json.dumps({prompt: version})},
-            alias="candidate",
+            alias=alias,
         )
 
 
