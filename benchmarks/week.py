@@ -17,8 +17,10 @@ invariants after each night.
 
     python -m benchmarks.week [--small] [--folder DIR]
 
-Default settings (the real budgets, the 1.5B teacher judging) take about an hour a
-night on a 2-core CPU; `--small` takes the test's budgets (minutes a night).
+Default settings (the real budgets, the 1.5B teacher judging) take 20 minutes to an hour
+a night on a 2-core CPU; `--small` takes the test's budgets (minutes a night). The week is
+saved after each step: run again with the same `--folder`, a stopped week (a session's end,
+a reboot) goes on where it stopped, the night it was stopped in resumed.
 """
 
 from __future__ import annotations
@@ -67,9 +69,17 @@ SMALL = {
 class Week:
     """The state folder and the stream the nights share, and the commands run on them."""
 
-    def __init__(self, folder: Path, settings: dict[str, str], by: str = HAND):
+    def __init__(
+        self,
+        folder: Path,
+        settings: dict[str, str],
+        by: str = HAND,
+        stream: WeekStream | None = None,
+    ):
+        self.folder = folder
         self.state = folder / "state"
-        self.stream = WeekStream(folder / "export")
+        self.stream = stream or WeekStream(folder / "export")
+        self.settings = settings
         self.by = by
         self.env = {
             **os.environ,
@@ -84,6 +94,34 @@ class Week:
         self.nights: dict[int, str] = {}  # day -> run id
         self.seconds: dict[int, float] = {}  # day -> the night's wall time
         self.verdicts: dict[str, float] = {}  # what the judge in use said of day 4's labels
+        self.prepared: list[int] = []  # days whose stream (and hand moves) are in place
+        self.cpus: dict[int, str] = {}  # day -> the CPU its night ran on
+        self.interrupted: list[int] = []  # nights the week itself was stopped in, resumed
+
+    def save(self) -> None:
+        """The week so far, in `week.json`: a week stopped between or inside nights (a
+        session's end) goes on from there (`Week.load`)."""
+        state = {
+            "settings": self.settings,
+            "stream": self.stream.state(),
+            **{k: getattr(self, k) for k in ("nights", "seconds", "verdicts", "prepared")},
+            **{k: getattr(self, k) for k in ("cpus", "interrupted")},
+        }
+        (self.folder / "week.json").write_text(json.dumps(state, indent=1))
+
+    @classmethod
+    def load(cls, folder: Path, settings: dict[str, str]) -> Week:
+        """The week saved in `folder`, to go on with the same settings."""
+        state = json.loads((folder / "week.json").read_text())
+        if state["settings"] != settings:
+            raise SystemExit(f"{folder} holds a week run on other settings: {state['settings']}")
+        week = cls(folder, settings, stream=WeekStream.restore(folder / "export", state["stream"]))
+        week.nights = {int(d): r for d, r in state["nights"].items()}
+        week.seconds = {int(d): s for d, s in state["seconds"].items()}
+        week.cpus = {int(d): c for d, c in state["cpus"].items()}
+        week.verdicts, week.prepared = state["verdicts"], state["prepared"]
+        week.interrupted = state["interrupted"]
+        return week
 
     def flywheel(self, day: int, *args: str, timeout: float = 7200) -> subprocess.CompletedProcess:
         """`flywheel ARGS` on day `day`: its window reaches back to that day's traffic."""
@@ -128,6 +166,15 @@ class Week:
         self.nights[day] = run_id
         self.seconds[day] = time.monotonic() - start
 
+    def resumed_night(self, day: int, run_id: str) -> None:
+        """Night `day`, begun before the week was stopped (`run_id`), resumed to its end;
+        its time before the stop is not counted."""
+        start = time.monotonic()
+        self.check_exit(self.flywheel(day, "run", "--resume", run_id))
+        self.nights[day] = run_id
+        self.seconds[day] = time.monotonic() - start
+        self.interrupted.append(day)
+
     def check_exit(self, done: subprocess.CompletedProcess) -> None:
         if done.returncode not in (OK, GATE_REFUSED):
             raise RuntimeError(f"`flywheel` ended with exit {done.returncode}:\n{tail(done)}")
@@ -163,15 +210,41 @@ def judge_label(versions: dict[str, int]) -> str:
 
 
 def run_week(week: Week, after: Callable[[int], None] = lambda day: None) -> None:
-    """The seven days; `after(day)` once each night has ended."""
-    stream = week.stream
-    for day in (1, 2, 3):
-        stream.add_day(day)
-        if day == 3:
-            stream.edit_a_label()
-        week.night(day)
+    """The seven days, from the first not yet done; `after(day)` once each night has ended.
+    The week is saved after each step, so a stopped week goes on where it stopped."""
+    for day, prepare in enumerate(DAYS, start=1):
+        if day in week.nights:
+            continue
+        if day not in week.prepared:
+            prepare(week)
+            week.prepared.append(day)
+            week.save()
+        begun = week.runs() - set(week.nights.values())  # a night the week was stopped in
+        if begun:
+            (run_id,) = begun
+            week.resumed_night(day, run_id)
+        elif day == 6:
+            week.killed_night(day, after_s=random.Random(KILL_SEED).uniform(1, 30))
+        else:
+            week.night(day)
+        week.cpus[day] = cpu()
+        week.save()
         after(day)
-    # labels on Wednesday's unlabelled traces, each the opposite of the judge in use
+
+
+def _traffic(day: int) -> Callable[[Week], None]:
+    """Day `day`'s traffic and labels, nothing else."""
+    return lambda week: week.stream.add_day(day)
+
+
+def _edited(week: Week) -> None:
+    week.stream.add_day(3)
+    week.stream.edit_a_label()
+
+
+def _drift(week: Week) -> None:
+    """Labels on Wednesday's unlabelled traces, each the opposite of the judge in use."""
+    stream = week.stream
     in_use = judge_label(week.status(3)["judge"])
     unlabelled = set(stream.traces_of(3)) - stream.labelled()
     week.verdicts = {
@@ -181,20 +254,29 @@ def run_week(week: Week, after: Callable[[int], None] = lambda day: None) -> Non
     }
     stream.add_day(4)
     stream.drift(4, week.verdicts)
-    week.night(4)
-    after(4)
+
+
+def _by_hand(week: Week) -> None:
     for command in ("promote", "rollback"):  # by hand, between the nights
         week.check_exit(week.flywheel(4, command, "--by", week.by))
-    stream.add_day(5)
-    week.night(5)
-    after(5)
-    stream.add_day(6)
-    week.killed_night(6, after_s=random.Random(KILL_SEED).uniform(1, 30))
-    after(6)
-    stream.add_day(7)
-    stream.late_labels(5)
-    week.night(7)
-    after(7)
+    week.stream.add_day(5)
+
+
+def _late(week: Week) -> None:
+    week.stream.add_day(7)
+    week.stream.late_labels(5)
+
+
+# what each day brings before its night (day 6's twist is the night itself: killed)
+DAYS = (
+    _traffic(1),
+    _traffic(2),
+    _edited,
+    _drift,
+    _by_hand,
+    _traffic(6),
+    _late,
+)
 
 
 def night_rows(week: Week) -> list[dict]:
@@ -224,6 +306,8 @@ def night_rows(week: Week) -> list[dict]:
                 "interval": (low, high) if low is not None else None,
                 "decision": _decision(tags),
                 "seconds": week.seconds[day],
+                "resumed": day in week.interrupted,
+                "cpu": week.cpus.get(day, "—"),
             }
         )
     return rows
@@ -247,6 +331,8 @@ def _decision(tags: dict[str, str]) -> str:
 
 
 def table(rows: list[dict]) -> str:
+    """The nights as a markdown table; a night the week was stopped in shows the time of
+    its resumption only (marked *), and the CPUs, one line each, where nights ran."""
     out = [
         "| night | judge (held-out κ) | trusted | watch on the judge in use | held-out gain "
         "[95% interval] | gate | wall time |",
@@ -257,31 +343,66 @@ def table(rows: list[dict]) -> str:
         gain = "—" if r["gain"] is None else f"{r['gain']:+.3f}"
         if r["interval"]:
             gain += f" [{r['interval'][0]:+.3f}, {r['interval'][1]:+.3f}]"
+        wall = f"{r['seconds'] / 60:.1f} min{'*' if r['resumed'] else ''}"
         out.append(
             f"| {r['day']} | {r['judge']} ({kappa}) | {'yes' if r['trusted'] else 'no'} | "
-            f"{r['watch']} | {gain} | {r['decision']} | {r['seconds'] / 60:.1f} min |"
+            f"{r['watch']} | {gain} | {r['decision']} | {wall} |"
         )
+    if any(r["resumed"] for r in rows):
+        out.append(
+            "\n\\* resumed after the week was stopped: the time before the stop is not counted"
+        )
+    machines: dict[str, list[int]] = {}
+    for r in rows:
+        machines.setdefault(r["cpu"], []).append(r["day"])
+    out.append("")
+    out += [f"nights {', '.join(map(str, days))}: {name}" for name, days in machines.items()]
     return "\n".join(out)
 
 
 def cpu() -> str:
-    """The CPU's model name, as `lscpu` gives it: speed figures name their machine."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    return platform.machine()
+    """The CPU's model name, as `lscpu` gives it, and its bf16 support: speed figures name
+    their machine, and the same model name covers CPUs with and without AMX."""
+    info = Path("/proc/cpuinfo").read_text()
+    flags = next((line for line in info.splitlines() if line.startswith("flags")), "").split()
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in info.splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    bf16 = (
+        "AMX"
+        if "amx_bf16" in flags
+        else "AVX-512 bf16"
+        if "avx512_bf16" in flags
+        else "no native bf16"
+    )
+    return f"{name}, {os.cpu_count()} cores, {bf16}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="the week test's budgets")
-    parser.add_argument("--folder", type=Path, help="keep the week here (default: a temp dir)")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        help="keep the week here (default: a temp dir); a week stopped there goes on",
+    )
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.mkdtemp(prefix="flywheel-week-"))
-    week = Week(folder, SMALL if args.small else {})
+    settings = SMALL if args.small else {}
+    if (folder / "week.json").exists():
+        week = Week.load(folder, settings)
+        print(f"going on with the week in {folder}: nights {sorted(week.nights)} done", flush=True)
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        week = Week(folder, settings)
     started = time.monotonic()
     run_week(week, lambda day: print(f"night {day} done ({week.seconds[day]:.0f} s)", flush=True))
-    print(f"\n{'small budgets' if args.small else 'default settings'}; {cpu()}")
+    print(f"\n{'small budgets' if args.small else 'default settings'}")
     print(table(night_rows(week)))
     print(f"\nthe week: {(time.monotonic() - started) / 60:.1f} min; state in {folder}")
 

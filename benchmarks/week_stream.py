@@ -48,6 +48,25 @@ class WeekStream:
         heldout = (DEMO_DIR / "heldout.jsonl").read_text().splitlines()[:12]
         (self.folder / "heldout.jsonl").write_text("\n".join(heldout) + "\n")
 
+    def state(self) -> dict:
+        """What the stream has written so far, for a week continued later (`restore`)."""
+        return {
+            "start": self.start.isoformat(),
+            "next": self._next,
+            **{
+                k: getattr(self, k) for k in ("observations", "scores", "edited", "drifted", "late")
+            },
+        }
+
+    @classmethod
+    def restore(cls, folder: Path, state: dict) -> WeekStream:
+        stream = cls(folder, datetime.fromisoformat(state["start"]))
+        for key in ("observations", "scores", "edited", "drifted", "late"):
+            setattr(stream, key, state[key])
+        stream._next = state["next"]
+        stream._write()
+        return stream
+
     def day_start(self, day: int) -> datetime:
         return self.start - timedelta(days=DAYS - day, hours=12)
 
