@@ -93,7 +93,9 @@ def night_links(
             f"- the night before: [MLflow run]({run_url(base, experiment, previous_run_id)})"
         )
     if previous_report is not None and previous_report.exists():
-        lines.append(f"- the night before's page: [{previous_report}]({previous_report.as_uri()})")
+        # the state folder may be relative (`.flywheel`, the default): a URI is absolute
+        uri = previous_report.resolve().as_uri()
+        lines.append(f"- the night before's page: [{previous_report}]({uri})")
     if how:
         lines.append(f"- {how}")
     return lines + [""]

@@ -44,9 +44,12 @@ def publish(registry: Registry, settings: Settings, run_dir: Path, report: Night
     if report.registered is not None:
         previous = _night_before(runs, report.run_id)
         page_before = run_dir.parent / _run_id(previous) / PAGE if previous else None
-        links = night_links(
-            report.registered, previous and previous.run_id, page_before, report.heldout_dataset
-        )
+        try:
+            links = night_links(
+                report.registered, previous and previous.run_id, page_before, report.heldout_dataset
+            )
+        except Exception as err:  # a link is a way to look, never the report's end
+            log.warning("the report has no links: %s", err)
     markdown = render_markdown(report, list(pictures), links)
     html = page(f"flywheel night {report.run_id}", markdown, pictures)
     (run_dir / "report.md").write_text(markdown)

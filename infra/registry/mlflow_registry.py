@@ -24,7 +24,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,7 +308,8 @@ class Registry:
         with (
             self.start_run(name, tags) as run,
             _environ(workers),
-            redirect_stdout(io.StringIO()),  # its banner: not the night's
+            redirect_stdout(io.StringIO()),  # its banner and progress bar: not the night's
+            redirect_stderr(io.StringIO()),  # (its warnings go through logging, kept)
         ):
             mlflow.genai.evaluate(data=rows, scorers=[measured])
             return run.info.run_id

@@ -1,5 +1,6 @@
 import base64
 from html.parser import HTMLParser
+from pathlib import Path
 
 from matplotlib.figure import Figure
 
@@ -87,6 +88,19 @@ def test_a_local_store_links_to_mlflow_ui_and_says_how_to_start_it(tmp_path):
     assert f"({MLFLOW_UI_DEFAULT}/#/experiments/7/runs/r2)" in text
     assert "`mlflow ui --backend-store-uri sqlite:///state/mlflow.db`" in text
     assert before.as_uri() in text and "the night before: [MLflow run]" not in text
+
+
+def test_the_night_before_in_a_relative_state_folder_links_by_its_absolute_path(
+    tmp_path, monkeypatch
+):
+    """The default state folder is `.flywheel`: every second `make demo` lost its report
+    to "relative path can't be expressed as a file URI"."""
+    monkeypatch.chdir(tmp_path)
+    before = Path(".flywheel/runs/n1/report.html")
+    before.parent.mkdir(parents=True)
+    before.write_text("<html></html>")
+    text = "\n".join(night_links(_registered("sqlite:///.flywheel/mlflow.db"), "n1", before))
+    assert f"[{before}]({(tmp_path / before).as_uri()})" in text
 
 
 def test_a_move_links_the_version_production_holds_and_its_langfuse_prompts():

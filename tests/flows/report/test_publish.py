@@ -6,6 +6,9 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
 
 from flows.night.heldout_dataset import HeldoutDataset
 from flows.production.promotion import HISTORY_TAG, history
@@ -71,8 +74,12 @@ def test_the_trend_reads_each_night_and_the_move_after_it(tmp_path):
     assert second.event == "refused"  # its gate refused, nothing moved
 
 
-def test_a_published_night_has_its_pictures_page_and_links_everywhere(tmp_path):
-    settings, registry, first, tonight = _two_nights(tmp_path)
+@pytest.mark.parametrize("folder", ["absolute", "relative"])  # `.flywheel`: the default
+def test_a_published_night_has_its_pictures_page_and_links_everywhere(
+    tmp_path, monkeypatch, folder
+):
+    monkeypatch.chdir(tmp_path)
+    settings, registry, first, tonight = _two_nights(tmp_path if folder == "absolute" else Path())
     runs = settings.state_dir / "runs"
     (runs / "20261204T020000Z").mkdir(parents=True)
     (runs / "20261204T020000Z" / "report.html").write_text("<html></html>")
@@ -112,7 +119,7 @@ def test_a_published_night_has_its_pictures_page_and_links_everywhere(tmp_path):
     assert all(f"]({name})" in markdown for name in names)  # beside it in MLflow
     assert inline.count("](data:image/png;base64,") == len(names)  # the Prefect artifact
     assert f"#/experiments/{registry.experiment_id}/runs/{first})" in markdown  # night before
-    assert (runs / "20261204T020000Z" / "report.html").as_uri() in markdown
+    assert (runs / "20261204T020000Z" / "report.html").resolve().as_uri() in markdown
     # the held-out evaluations' Langfuse dataset runs: a sentence, and a link to them
     assert heldout.lines()[0] in markdown
     assert f"[flywheel-heldout]({heldout.link})" in markdown
