@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import httpx
 
 STARTUP_TIMEOUT_S = 180.0  # its database migrations, on two slow cores
+DRAIN_TIMEOUT_S = 10.0  # the last batches of logs and events, to a server on loopback
 
 
 @contextmanager
@@ -99,4 +100,19 @@ def night_prefect() -> Iterator[str]:
         yield f"Prefect at {mask(team)}"
         return
     with prefect_server() as url, temporary_settings(updates={PREFECT_API_URL: url}):
-        yield "Prefect's own server in the state folder"
+        try:
+            yield "Prefect's own server in the state folder"
+        finally:
+            _drain()
+
+
+def _drain() -> None:
+    """Send the logs and events still queued (they go in batches, every few seconds)
+    while the server is up: stopped first, the night's last log lines were lost, and
+    "Error logging to API" ended the night's output. Prefect's own test harness does
+    the same before it stops its server."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
+    EventsWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
