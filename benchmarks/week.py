@@ -107,7 +107,9 @@ class Week:
             **{k: getattr(self, k) for k in ("nights", "seconds", "verdicts", "prepared")},
             **{k: getattr(self, k) for k in ("cpus", "interrupted")},
         }
-        (self.folder / "week.json").write_text(json.dumps(state, indent=1))
+        partial = self.folder / ".week.json.partial"  # a stop mid-write keeps the last whole one
+        partial.write_text(json.dumps(state, indent=1))
+        partial.replace(self.folder / "week.json")
 
     @classmethod
     def load(cls, folder: Path, settings: dict[str, str]) -> Week:
