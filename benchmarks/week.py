@@ -66,6 +66,10 @@ SMALL = {
 }
 
 
+# what a week records as it goes, beside its settings and its stream
+_SAVED = ("nights", "seconds", "verdicts", "prepared", "cpus", "interrupted")
+
+
 class Week:
     """The state folder and the stream the nights share, and the commands run on them."""
 
@@ -104,8 +108,7 @@ class Week:
         state = {
             "settings": self.settings,
             "stream": self.stream.state(),
-            **{k: getattr(self, k) for k in ("nights", "seconds", "verdicts", "prepared")},
-            **{k: getattr(self, k) for k in ("cpus", "interrupted")},
+            **{k: getattr(self, k) for k in _SAVED},
         }
         partial = self.folder / ".week.json.partial"  # a stop mid-write keeps the last whole one
         partial.write_text(json.dumps(state, indent=1))

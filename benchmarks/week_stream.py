@@ -21,6 +21,10 @@ TRAFFIC = {1: 60, 2: 0, 3: 30, 4: 24, 5: 20, 6: 20, 7: 20}  # new traces per day
 LABELLED = {1: 50, 3: 10, 5: 10, 6: 10, 7: 10}  # of them, labelled the same day
 
 
+# what a stream has written, beside its start and how far into the demo it has read
+_KEPT = ("observations", "scores", "edited", "drifted", "late")
+
+
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -50,18 +54,13 @@ class WeekStream:
 
     def state(self) -> dict:
         """What the stream has written so far, for a week continued later (`restore`)."""
-        return {
-            "start": self.start.isoformat(),
-            "next": self._next,
-            **{
-                k: getattr(self, k) for k in ("observations", "scores", "edited", "drifted", "late")
-            },
-        }
+        kept = {key: getattr(self, key) for key in _KEPT}
+        return {"start": self.start.isoformat(), "next": self._next, **kept}
 
     @classmethod
     def restore(cls, folder: Path, state: dict) -> WeekStream:
         stream = cls(folder, datetime.fromisoformat(state["start"]))
-        for key in ("observations", "scores", "edited", "drifted", "late"):
+        for key in _KEPT:
             setattr(stream, key, state[key])
         stream._next = state["next"]
         stream._write()
