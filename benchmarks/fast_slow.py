@@ -1,13 +1,19 @@
 """Fast-slow schedules side by side on the demo task (`make bench-fast-slow`).
 
 Each arm is one `fast_slow.schedule` run by the product's own runner
-(`flows.night.schedule.Schedule`) on the demo traces, the local model and a fixed judge, with
+(`flows.night.schedule.Schedule`) on the demo traces, the local model and one judge, with
 the same total budget: `--metric-calls` GEPA metric calls split across its prompt steps,
 `--train-steps` optimizer steps across its weight steps. Steps are chosen on the held-out
 selection slice (true labels), as a night chooses them; each arm's final state is then
 scored on the other held-out slice, which no arm saw. Per arm: that true-label accuracy
 (mean over seeds), its gain over the seed state with a paired bootstrap interval (examples
 resampled within each seed), the steps kept, and wall seconds and peak RSS per step.
+
+The judge is the one a first night runs on: aligned on the demo's labels as the night
+aligns it (on the night's judge model, the embedded teacher unless the settings name
+another), its reward head fitted, gated on held-out labels; the teacher's corrections of
+commented failing replies are kept where that judge passes them, and every weight step
+trains on them beside people's, as a night's do. It is built once, for every arm and seed.
 
 Arms sharing a prefix (p, p -> w, and p -> w with FST share their first step) compute it
 once per seed: a step's result is cached by its start state, kind, budget and front.
@@ -24,11 +30,16 @@ import os
 import random
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import fmean, stdev
+from typing import TYPE_CHECKING
 
 from benchmarks.demo import MemorySampler
+
+if TYPE_CHECKING:  # imported where used: the settings' environment comes first
+    from judges.choose import JudgeGate
+    from judges.judge import Judge
 
 ARMS = {  # name -> (fast_slow.schedule, fst, lora.method); "seed" runs no step
     "seed": ("", False, "sft"),
@@ -86,15 +97,16 @@ class CachedTasks:
     def _key(*parts) -> str:
         return json.dumps(parts, sort_keys=True, default=repr)
 
-    async def prompts(self, rt, run_id, step, collected, start, judge, cfg):
+    async def prompts(self, rt, run_id, step, collected, start, judge, cfg, *rest):
         key = self._key("p", rt.settings.seed, start, cfg.model_dump())
-        result = await self._cached("p", key, rt, run_id, step, collected, start, judge, cfg)
+        args = (rt, run_id, step, collected, start, judge, cfg, *rest)
+        result = await self._cached("p", key, *args)
         self.by_step[step] = self.figures[key]
         return result
 
-    async def weights(self, rt, run_id, step, collected, start, judge, cfg, front):
+    async def weights(self, rt, run_id, step, collected, start, judge, cfg, front, *rest):
         key = self._key("w", rt.settings.seed, start, cfg.model_dump(), front)
-        args = (rt, run_id, step, collected, start, judge, cfg, front)
+        args = (rt, run_id, step, collected, start, judge, cfg, front, *rest)
         result = await self._cached("w", key, *args)
         self.by_step[step] = self.figures[key]
         return result
@@ -104,23 +116,44 @@ class CachedTasks:
         return await self._cached("eval", key, rt, run_id, label, state, judge, examples)
 
 
-async def run_seed(seed: int, args, rt, tasks: CachedTasks) -> list[ArmResult]:
+async def nights_judge(rt) -> tuple[JudgeGate, dict[str, str]]:
+    """The judge a first night runs on (its gate, with agreement and trust) and the
+    teacher's corrections it keeps, from the night's own stages."""
+    from flows.nightly import (
+        align_judge,
+        collect_traces,
+        gate_judge,
+        train_judge_adapter,
+        train_judge_head,
+        write_corrections,
+    )
+
+    run_id = "fs-judge"
+    collected = await collect_traces.fn(rt, run_id)
+    aligned = await align_judge.fn(rt, run_id, collected)
+    aligned, lora = await train_judge_adapter.fn(rt, run_id, aligned, collected)
+    aligned, _ = await train_judge_head.fn(rt, run_id, aligned, lora, collected)
+    gate = await gate_judge.fn(rt, run_id, aligned, collected, None)
+    if not rt.settings.corrections.enabled:
+        return gate, {}
+    written = await write_corrections.fn(rt, run_id, collected, gate.judge)
+    return gate, written.kept
+
+
+async def run_seed(
+    seed: int, args, rt, tasks: CachedTasks, judge: Judge, written: dict[str, str]
+) -> list[ArmResult]:
     from flows.night.clock import StageClock
     from flows.night.fast_slow import NightState, split_heldout
     from flows.night.schedule import Schedule, StepTasks
     from flows.nightly import collect_traces
-    from judges.judge import Judge
-    from judges.pointwise import SEED_JUDGE_PROMPTS
 
     base = rt.settings.knobs()
     knobs = base.model_copy(update={"seed": seed})
     rt = rt.with_knobs(knobs)
-    collected = await collect_traces.fn(rt, f"fs-{seed}")
+    collected = replace(await collect_traces.fn(rt, f"fs-{seed}"), written=written)
     heldout = rt.heldout_examples(collected.heldout)
     selection, gate = split_heldout(heldout, rt.settings.fast_slow.selection_share, seed)
-    # the seed rubric at its default cut: the judge a first night runs on when alignment
-    # does not pass its gate; the same for every arm
-    judge = Judge(dict(SEED_JUDGE_PROMPTS), collected.scale)
     start = NightState(rt.agent.seed_prompts(), None)
     step_tasks = StepTasks(tasks.prompts, tasks.weights, tasks.evaluate)
     out = []
@@ -194,9 +227,16 @@ def main() -> None:
     sampler = MemorySampler()
     sampler.start()
     tasks = CachedTasks(sampler)
+    gate, written = asyncio.run(nights_judge(rt))
+    print(
+        f"judge: {gate.judge.label}, held-out {gate.judge.primary} "
+        f"{gate.judge.heldout_score:.3f}, "
+        f"{'trusted' if gate.trusted else 'NOT trusted'}; {len(written)} teacher corrections kept",
+        flush=True,
+    )
     results: list[ArmResult] = []
     for seed in args.seeds:
-        results += asyncio.run(run_seed(seed, args, rt, tasks))
+        results += asyncio.run(run_seed(seed, args, rt, tasks, gate.judge, written))
     sampler.stop()
     report(results, args)
     if args.json:

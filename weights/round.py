@@ -98,6 +98,7 @@ async def lora_round(
     human: Mapping[str, Sequence[tuple[str, float]]] | None = None,
     judge_replies: ReplyJudge | None = None,
     progress: ProgressCallback | None = None,
+    before_training: Callable[[], Awaitable[object]] | None = None,
 ) -> LoraRound:
     """Train in `run_dir` on `trainset`'s best judged samples (score >= `min_score`, or
     `cfg.min_judge_score` when set) and compare with it and with `base` (the adapter the
@@ -107,7 +108,9 @@ async def lora_round(
     in [0, 1] (a logged reply they passed or failed, one they corrected it to, one the
     teacher wrote from their comment), which train first (`training_sets`).
     `judge_replies` scores replies GRPO samples (needed by the grpo methods). `progress`
-    hears each optimizer step, from the training thread (`weights.lora.ProgressCallback`)."""
+    hears each optimizer step, from the training thread (`weights.lora.ProgressCallback`).
+    `before_training` runs once the samples are judged, before the first optimizer step:
+    where models that training does not call let go of their memory."""
     if "grpo" in cfg.method and judge_replies is None:
         raise ValueError(f"lora.method {cfg.method!r} needs a judge for the replies it samples")
     before = base.name if base else None
@@ -139,6 +142,8 @@ async def lora_round(
     start = base.path if base and cfg.continue_from_production else None
     grpo = "grpo" in cfg.method  # then judge_replies was checked above
     reward = judge_reward(judge_replies, sampled, asyncio.get_running_loop()) if grpo else None
+    if before_training is not None:
+        await before_training()
     steps, seconds, history = 0, 0.0, []
     for k, (kind, stage) in enumerate(stages):  # each stage goes on from the one before
         target = run_dir / ("adapter" if k == len(stages) - 1 else f"adapter-{kind}")

@@ -73,6 +73,18 @@ class Runtime:
             if callable(close := getattr(model, "close", None)):
                 close()
 
+    async def rest_models_but_agent(self) -> int:
+        """The judge's and reflection's models, where they are their own and can rest,
+        let go of their weights until their next call (`LocalLM.rest`): for work that needs
+        the memory and not them, such as training the agent's adapter. How many rested."""
+        agent = self._objects.get("lm")
+        models = {id(m): m for n in MODEL_ROLES if (m := self._objects.get(n)) is not agent}
+        rested = 0
+        for model in models.values():
+            if callable(rest := getattr(model, "rest", None)) and await rest():
+                rested += 1
+        return rested
+
     def __enter__(self) -> Runtime:
         return self
 

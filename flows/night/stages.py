@@ -544,6 +544,8 @@ async def lora_stage(
         human=human if cfg.human_labels else None,
         judge_replies=judge_replies,
         progress=progress.on_train_step if progress else None,
+        # GRPO judges while it trains; SFT and DPO leave the judge (a teacher: 4 GiB) idle
+        before_training=None if "grpo" in cfg.method else rt.rest_models_but_agent,
     )
 
 

@@ -142,6 +142,22 @@ async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path,
     assert sampled == [{"temperature": 0.8, "seed": k, "judged": True} for k in range(2)]
 
 
+async def test_models_training_does_not_call_rest_once_the_samples_are_judged(
+    tmp_path, trained
+):
+    rollouts = judged(with_adapter=0.7)
+
+    async def rest() -> None:  # what the night passes: its teacher lets go of its weights
+        trained.append("rested, after sampling" if rollouts.calls else "rested too early")
+
+    settings = LoraSettings(samples_per_example=2, checkpoints=1)
+    lm = AdapterModel()
+    args = (lm, rollouts, examples(6, "t"), examples(3, "v"), settings, tmp_path / "n1", 0.6)
+    await weight_round.lora_round(*args, seed=3, before_training=rest)
+    assert trained[0] == "rested, after sampling" and trained[1].kind == "sft"
+    assert len(trained) == 2
+
+
 async def test_an_adapter_the_judge_does_not_prefer_is_measured_but_not_kept(tmp_path, trained):
     result = await run(AdapterModel(), judged(with_adapter=0.4), tmp_path)
     assert not result.kept and result.adapter_path is None

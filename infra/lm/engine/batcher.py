@@ -129,9 +129,11 @@ class Batcher:
         self.prefixes = PrefixCache()
         self.min_shared = max(min_shared_prefix, CHUNK)
         # built on the worker thread (see the module docstring): the fused forward, the
-        # KV slab and the weights each adapter runs on
+        # KV slab, each served adapter's deltas, and the weights each one runs on (packed
+        # on first use after the engine rested)
         self.fused: FusedDecoder
         self.slab: KVSlab
+        self.adapter_deltas: dict[str, Callable[[], Deltas]] = {}
         self.weight_sets: dict[str | None, Weights] = {}
         self.plan: EnginePlan = unchecked_plan()
         self.governor: ThreadGovernor | None = None
@@ -184,6 +186,7 @@ class Batcher:
         def add() -> None:
             weights = self.fused.weights(deltas())
             weights.use(self.plan.plan_for)
+            self.adapter_deltas[name] = deltas  # to pack it again after a rest
             self.weight_sets[name] = weights
             self.prefixes.clear()  # a reloaded adapter's cached KV is stale
 
@@ -194,6 +197,7 @@ class Batcher:
         once no row runs on them."""
 
         def remove() -> None:
+            self.adapter_deltas.pop(name, None)
             self.weight_sets.pop(name, None)
             self.prefixes.clear()
             if self.adapter == name:  # nothing runs on it now; the base is always served
@@ -201,14 +205,31 @@ class Batcher:
 
         await self.call(remove)
 
+    async def rest(self) -> bool:
+        """Free the packed weights of the base and of every adapter, and the cached KV,
+        while no request runs; the next request packs what it needs again (seconds: the
+        checkpoint's pages are usually still in the OS's file cache). For a model left idle
+        while other work needs the memory: a night's teacher while the agent's adapter
+        trains. Whether it rested (not while a request is in flight)."""
+
+        def rest() -> bool:
+            if self.rows:
+                return False
+            self.weight_sets.clear()
+            self.fused.rest()
+            self.prefixes.clear()
+            return True
+
+        return await self.call(rest)
+
     @property
     def adapters(self) -> list[str]:
         # list() copies the keys in one step, so the worker adding one cannot interleave
-        return [name for name in list(self.weight_sets) if name is not None]
+        return list(self.adapter_deltas)
 
     def has_adapter(self, name: str | None) -> bool:
         """Whether `name` (None: the base model) is served; cheap, from any thread."""
-        return name in self.weight_sets
+        return name is None or name in self.adapter_deltas
 
     def close(self) -> None:
         if not self._closed:
@@ -344,7 +365,7 @@ class Batcher:
             self._prefill(requests)
 
     def _switch(self, adapter: str | None) -> bool:
-        if adapter not in self.weight_sets:  # fail only its jobs
+        if not self.has_adapter(adapter):  # fail only its jobs
             error = KeyError(f"unknown adapter {adapter!r}; loaded: {self.adapters}")
             for job in [j for j in self._pending if j.adapter == adapter]:
                 self._pending.remove(job)
@@ -360,6 +381,14 @@ class Batcher:
             _resolve(job, error=error)
 
     def weights(self) -> Weights:
+        """The current adapter's weights, packed again if the engine rested."""
+        if self.adapter not in self.weight_sets:
+            name = self.adapter
+            weights = (
+                self.fused.base if name is None else self.fused.weights(self.adapter_deltas[name]())
+            )
+            weights.use(self.plan.plan_for)
+            self.weight_sets[name] = weights
         return self.weight_sets[self.adapter]
 
     def prefill(

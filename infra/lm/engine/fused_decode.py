@@ -116,7 +116,20 @@ class FusedDecoder:
         self.attention: DecodeAttention = DECODE_KERNELS["one-shot"]
         # a prompt's attention runs on these threads whatever the governor set (see above)
         self.prompt_threads = torch.get_num_threads()
-        self.base = self._pack({}, base=None)
+        self._base: Weights | None = self._pack({}, base=None)
+
+    @property
+    def base(self) -> Weights:
+        """The base model's packed weights, packed again after `rest`."""
+        if self._base is None:
+            self._base = self._pack({}, base=None)
+        return self._base
+
+    def rest(self) -> None:
+        """Let go of the packed base weights (the bulk of the engine's memory); the next
+        use of `base` packs them again, from the checkpoint's files where there are some
+        (the model's own copies were released when first packed), else from the model."""
+        self._base = None
 
     def use_attention(self, kernel: str) -> None:
         """The decode attention kernel (`attention.DECODE_KERNELS`) that `invariance` chose."""

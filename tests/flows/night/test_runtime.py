@@ -58,3 +58,24 @@ def test_a_closed_runtime_lets_go_of_the_models_it_loaded_but_not_of_those_hande
     assert not handed.closed and rt.judge_lm is handed
     assert rt.lm is not loaded  # a later use loads it again
     rt.close()
+
+
+class Resting:
+    """A model that can rest, and counts how often it did."""
+
+    def __init__(self) -> None:
+        self.rested = 0
+
+    async def rest(self) -> bool:
+        self.rested += 1
+        return True
+
+
+async def test_the_teacher_rests_once_for_both_its_roles_and_the_agent_not_at_all():
+    agent, teacher = Resting(), Resting()
+    rt = Runtime(Settings(), lm=agent, judge_lm=teacher, reflection_lm=teacher)
+    assert await rt.rest_models_but_agent() == 1
+    assert (teacher.rested, agent.rested) == (1, 0)
+    # a judge on the agent's own model: nothing else to rest
+    alone = Runtime(Settings(judge_lm=None, reflection=None), lm=agent)
+    assert await alone.rest_models_but_agent() == 0 and agent.rested == 0

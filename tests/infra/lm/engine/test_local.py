@@ -124,6 +124,24 @@ async def test_adapters_load_by_name_and_switch(lm, adapter_dir, other_adapter_d
 
 
 @pytest.mark.slow
+async def test_a_rested_engine_frees_its_weights_and_then_answers_the_same(lm, adapter_dir):
+    """Resting drops every packed weight; the next call packs again what it needs, base
+    and adapter alike, to the same bits."""
+    await lm.load_adapter("kept", adapter_dir)
+    reply = await lm.complete(ASK, max_tokens=6, logprobs=True)
+    tuned = await lm.choice_logprobs(ASK, ["Paris"], adapter="kept")
+    assert await lm.rest()
+    assert lm.batcher.weight_sets == {} and lm.batcher.fused._base is None
+    assert "kept" in await lm.adapters()  # still served, packed again on its next call
+    lm.readings.forget("kept")  # else the reading cached before comes back, uncomputed
+    assert await lm.choice_logprobs(ASK, ["Paris"], adapter="kept") == tuned
+    assert list(lm.batcher.weight_sets) == ["kept"]  # only what was asked for
+    again = await lm.complete(ASK, max_tokens=6, logprobs=True)
+    assert (again.text, again.token_logprobs) == (reply.text, reply.token_logprobs)
+    await lm.unload_adapter("kept")
+
+
+@pytest.mark.slow
 async def test_load_adapter_keeps_the_event_loop_serving(lm, adapter_dir):
     """peft's work runs on the engine's thread: the event loop keeps ticking while an
     adapter loads, and a request in flight still completes."""
