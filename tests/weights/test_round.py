@@ -142,9 +142,7 @@ async def test_an_adapter_the_judge_prefers_is_trained_served_and_kept(tmp_path,
     assert sampled == [{"temperature": 0.8, "seed": k, "judged": True} for k in range(2)]
 
 
-async def test_models_training_does_not_call_rest_once_the_samples_are_judged(
-    tmp_path, trained
-):
+async def test_models_training_does_not_call_rest_once_the_samples_are_judged(tmp_path, trained):
     rollouts = judged(with_adapter=0.7)
 
     async def rest() -> None:  # what the night passes: its teacher lets go of its weights
