@@ -176,6 +176,8 @@ async def run_seed(
             best = runner.best
         final = await tasks.evaluate(rt, f"fs-{seed}", "gate", best, judge, gate)
         out.append(ArmResult(arm, seed, final.accuracy or 0.0, final.scores, steps))
+        kept = " ".join(f"{s.kind}{'+' if s.kept else '-'}" for s in steps) or "-"
+        print(f"    seed {seed}, {arm}: accuracy {out[-1].accuracy:.3f}, steps {kept}", flush=True)
     return out
 
 
