@@ -41,7 +41,12 @@ def night_door(settings: Settings, run_id: str) -> Iterator[Runtime]:
         # imported behind the door: the runtime imports MLflow and the model libraries,
         # which read the environment the door sets when they load
         from flows.night.runtime import Runtime
+        from infra.lm.heap import keep_heap_trimmed
 
         with Runtime(settings) as runtime:  # its models let go as the night ends
             runtime.preflight()
+            # a night's process only, once it can run: each trim holds the heap's locks
+            # for a moment, which a long night does not feel and a test timing its event
+            # loop does
+            keep_heap_trimmed()
             yield runtime

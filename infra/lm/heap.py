@@ -8,10 +8,10 @@ one, so `keep_heap_trimmed` also trims on a clock. Both are no-ops where the C l
 has no `malloc_trim` (musl, macOS).
 
 Tried and dropped (the demo night, Intel Xeon with AMX): glibc's own bounds,
-`mallopt(M_MMAP_THRESHOLD, 4 MiB)` and `mallopt(M_ARENA_MAX, 2)`, held the prompt step to
-7.2 GiB but the night took 33 minutes instead of 18: every big tensor mapped anew faults
-its pages in again (173 million page faults, 500 s of system time), the prompt step took
-341 s against 241 to 266 s, and LoRA training 38.6 s a step against 16.8 to 22.3 s.
+`mallopt(M_MMAP_THRESHOLD, 4 MiB)` and `mallopt(M_ARENA_MAX, 2)`, held the night to the
+same peak as the trim (7.0 against 6.9 GiB) with 44% more page faults and 26% more
+system time: every big tensor mapped anew faults its pages in again
+(docs/benchmarks/2026-12-07-night-memory.md).
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ _trimmer: threading.Thread | None = None
 def keep_heap_trimmed(every_s: float = TRIM_EVERY_S) -> bool:
     """Trim every arena every `every_s` seconds, on a thread of its own, for as long as
     the process lives (started once; later calls are no-ops); whether it runs. Freed
-    chunks then stay resident for seconds, not for the rest of a stage; a trim holds each
-    arena's lock for milliseconds once little is free, and pages it returned fault in
-    again only where they are used again."""
+    chunks then stay resident for seconds, not for the rest of a stage: the demo night's
+    prompt step peaked at 6.5 GiB against 8.3 GiB untrimmed. Pages it returned fault in
+    again where they are used again; on four LoRA training steps, side by side, that cost
+    no measurable time (`benchmarks/heap_trim.py`: 77.1 s trimmed, between 79.5 and
+    69.7 s untrimmed)."""
     global _trimmer
     if _trim is None:
         return False

@@ -21,7 +21,6 @@ from infra.lm.engine.choice_scorer import ChoiceScorer
 from infra.lm.engine.cpu import cpu_has_fast_bf16
 from infra.lm.engine.features import FeatureReader
 from infra.lm.engine.readings import Readings
-from infra.lm.heap import keep_heap_trimmed
 from infra.lm.model_files import resolve_model_path
 from infra.lm.protocol import Completion, Message, Usage
 from infra.lm.tools import (
@@ -59,7 +58,6 @@ class LocalLM:
 
     def __init__(self, settings: LMSettings | None = None):
         settings = settings or LMSettings()
-        keep_heap_trimmed()  # what its tensors free goes back within seconds
         # More threads than usable cores (containers, taskset) makes every matmul wait.
         torch.set_num_threads(min(torch.get_num_threads(), len(os.sched_getaffinity(0))))
         path = resolve_model_path(settings.model_path)

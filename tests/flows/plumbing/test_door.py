@@ -146,3 +146,27 @@ def _no_prefect():
     from contextlib import nullcontext
 
     return nullcontext("no Prefect")
+
+
+def test_a_night_that_can_run_keeps_its_heap_trimmed_and_one_that_cannot_does_not(
+    tmp_path, monkeypatch
+):
+    from flows.night.runtime import Runtime
+    from flows.plumbing import door as door_module
+    from infra import settings as settings_module
+    from infra.lm import heap
+
+    started: list[str] = []
+    monkeypatch.setattr(heap, "keep_heap_trimmed", lambda: started.append("trimmed"))
+    settings = settings_module.Settings(state_dir=tmp_path / "state")
+
+    def unreachable(self) -> None:
+        raise RuntimeError("no model here")
+
+    monkeypatch.setattr(Runtime, "preflight", unreachable)
+    with pytest.raises(RuntimeError), door_module.night_door(settings, "20261207T000000Z"):
+        pass
+    assert started == []  # refused before it ran: nothing started in this process
+    monkeypatch.setattr(Runtime, "preflight", lambda self: None)
+    with door_module.night_door(settings, "20261207T000001Z"):
+        assert started == ["trimmed"]
