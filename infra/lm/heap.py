@@ -23,8 +23,7 @@ import threading
 import time
 
 _libc_name = ctypes.util.find_library("c")
-_libc = ctypes.CDLL(_libc_name) if _libc_name else None
-_trim = getattr(_libc, "malloc_trim", None)
+_trim = getattr(ctypes.CDLL(_libc_name), "malloc_trim", None) if _libc_name else None
 
 
 async def release_free_heap() -> bool:

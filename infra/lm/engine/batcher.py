@@ -382,14 +382,13 @@ class Batcher:
 
     def weights(self) -> Weights:
         """The current adapter's weights, packed again if the engine rested."""
-        if self.adapter not in self.weight_sets:
-            name = self.adapter
-            weights = (
-                self.fused.base if name is None else self.fused.weights(self.adapter_deltas[name]())
-            )
+        name = self.adapter
+        if name not in self.weight_sets:
+            base = self.fused.base  # packed again first if the engine rested
+            weights = base if name is None else self.fused.weights(self.adapter_deltas[name]())
             weights.use(self.plan.plan_for)
             self.weight_sets[name] = weights
-        return self.weight_sets[self.adapter]
+        return self.weight_sets[name]
 
     def prefill(
         self, prompts: list[list[int]], keep: list[int]
