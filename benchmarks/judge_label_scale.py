@@ -1,9 +1,9 @@
 """How a judge gains with labels, read on a held-out set large enough to tell.
 
-The demo's 166 annotations leave 66 held-out labels a split, which measure kappa to about
-+-0.1 (`judge_label_curve`). Here the pool is those 166 and the 490 of
-`benchmarks/data/router_labels/` (the same router and stand-in annotator on other SNIPS
-requests, `scripts/build_router_labels.py`). A seeded shuffle keeps the first `--heldout`
+The pool is the demo's 376 annotations and the 280 exchanges of
+`benchmarks/data/router_labels/` the demo does not hold (the same router and stand-in
+annotator on other SNIPS requests, `scripts/build_router_labels.py`; the demo's week-before
+traffic is 210 of its 490). A seeded shuffle keeps the first `--heldout`
 (256) aside; a size n takes the first n of the rest, nested, 60% to train (the memory, and
 what a trained judge fits) and 40% to validation, as the night splits its labels; a trained
 judge's cut is calibrated on both, the night's rule.
@@ -66,10 +66,12 @@ def router_labels(path: Path = DATA) -> list[JudgedItem]:
 
 
 def label_pool(heldout_size: int) -> tuple[list[JudgedItem], list[JudgedItem]]:
-    """(held-out, the rest to draw labels from): the demo's labels and the shipped ones,
-    shuffled by a fixed seed."""
+    """(held-out, the rest to draw labels from): the demo's labels and the shipped ones it
+    does not hold (its older traffic is made of some), shuffled by a fixed seed."""
     train, val, heldout = demo_items(0, 0.4)
-    pool = train + val + heldout + router_labels()
+    demo = train + val + heldout
+    held = {item.input_text for item in demo}
+    pool = demo + [item for item in router_labels() if item.input_text not in held]
     random.Random(0).shuffle(pool)
     if heldout_size >= len(pool):
         raise ValueError(f"--heldout {heldout_size} leaves none of {len(pool)} labels to learn")

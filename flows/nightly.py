@@ -51,7 +51,7 @@ from flows.night.heldout_dataset import (
     send_heldout_dataset,
 )
 from flows.night.label_read import read_labels
-from flows.night.label_targets import commented, teacher_corrections
+from flows.night.label_targets import commented, newest_labelled, teacher_corrections
 from flows.night.night_settings import night_settings
 from flows.night.registration import log_feedback, production_prompts, register_versions
 from flows.night.retention import expire
@@ -313,13 +313,16 @@ async def criteria_heldout(
 async def write_corrections(
     rt: Runtime, run_id: str, collected: Collected, judge: Judge
 ) -> WrittenCorrections:
-    """The teacher's corrections of the commented failing replies nobody corrected, kept
-    where tonight's judge passes them: weight steps train on them beside people's."""
-    asked = commented(collected)
+    """The teacher's corrections of the commented failing replies nobody corrected (the
+    most recently labelled `corrections.max_per_night`), kept where tonight's judge
+    passes them: weight steps train on them beside people's."""
+    commented_ones, cfg = commented(collected), rt.settings.corrections
+    asked = newest_labelled(commented_ones, collected.labelled_at, cfg.max_per_night)
     with StageProgress("teacher corrections", len(asked), "corrections written") as progress:
-        return await teacher_corrections(
-            rt, collected, judge, rt.settings.corrections.max_tokens, asked, progress.advance
+        written = await teacher_corrections(
+            rt, collected, judge, cfg.max_tokens, asked, progress.advance
         )
+    return replace(written, left=len(commented_ones) - len(asked))
 
 
 @stage("register-versions")

@@ -13,6 +13,17 @@ the gate, and a head gains from every label (on the router's labels held-out kap
 0.53, 0.64 at 50, 100, 150; on the demo's splits 0-9 refitting raised the mean from 0.561
 to 0.578, and a cut on the validation labels instead of out of fold gave 0.483).
 
+With `injections`, each passing training and validation reply is read once more with an
+instruction to its judge appended (`judges.injection.TRAINING`), labelled fail, and the
+head fits those too: a reply that addresses its judge fails, however right it is
+otherwise. The teacher's features lean to "pass" when a reply says "answer Yes", and a
+head that never saw such a reply follows that lean: on the demo's 376 labels (seed 0) a
+head without them let 31 of 104 probed held-out failing replies through, one with them 6
+of 105 (held-out kappa 0.705 and 0.657); planting on the failing replies instead, as the
+judge's LoRA step does, let 20 of 100 through, at three and a half times the reads
+(docs/benchmarks/2026-12-07-judge-labels.md). The check's own probes (`PROBES`) are never
+among them, and the cut and the validation kappa are read on people's labels alone.
+
 The head reads the base judge model (no LoRA adapter): the version it makes is rubric
 plus head, and, with a memory, the reviewers' notes it read (saved beside the head).
 Training is nothing but a scikit-learn fit, so unlike the LoRA step it runs in the
@@ -21,6 +32,7 @@ night's own process.
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +41,7 @@ from infra.lm import LM
 from judges.align import Alignment, beats
 from judges.calibration import calibrate_threshold
 from judges.calls import Tally, answered, each, tallied
+from judges.injection import TRAINING, planted
 from judges.memory import ReviewedMemory
 from judges.metrics import cohen_kappa
 from judges.pass_fail_fit import heldout_agreement
@@ -65,10 +78,12 @@ async def judge_head_step(
     cfg: HeadFit | None = None,
     memory: int = 0,
     tally: Tally | None = None,
+    injections: bool = False,
 ) -> tuple[Alignment, JudgeHead]:
     """Tonight's judge with a reward head when one agrees better on the validation labels
     than the judge so far (`alignment.judge`, whose validation kappa is `so_far_val`),
-    saved in `folder`; and what the step did. `tally` counts the items read and judged."""
+    saved in `folder`; and what the step did. `tally` counts the items read and judged;
+    `injections`: the head also fits the passing replies with an instruction planted."""
     judge, cfg = alignment.judge, cfg or HeadFit()
     step = JudgeHead(so_far, so_far_val, memory=memory)
     if not judge.kind.pass_fail:
@@ -81,8 +96,11 @@ async def judge_head_step(
     async def features(item: JudgedItem) -> list[float]:
         return await lm.features(reader.messages(item, PASS_QUESTION))
 
+    planted_train, planted_val = _planted(train, injections, seed), _planted(val, injections, seed)
     try:
-        read = await tallied(train + val, lambda some: each(some, features), tally)
+        read = await tallied(
+            train + val + planted_train + planted_val, lambda some: each(some, features), tally
+        )
     except NotImplementedError as err:  # an OpenAI-compatible server returns no hidden states
         step.note = f"{type(lm).__name__} does not return the judge model's features ({err})"
         return alignment, step
@@ -90,8 +108,11 @@ async def judge_head_step(
     if (model := JudgeModel.of(lm)) is None:
         step.note = f"{type(lm).__name__} names no judge model a head could be read on"
         return alignment, step
-    train_ok, x_train = answered(train, read[: len(train)])
-    val_ok, x_val = answered(val, read[len(train) :])
+    ends = [len(train), len(train) + len(val), len(train) + len(val) + len(planted_train)]
+    train_ok, x_train = answered(train, read[: ends[0]])
+    val_ok, x_val = answered(val, read[ends[0] : ends[1]])
+    _, x_planted_train = answered(planted_train, read[ends[1] : ends[2]])
+    _, x_planted_val = answered(planted_val, read[ends[2] :])
     y_train, y_val = _labels(train_ok), _labels(val_ok)
     if min(sum(y_train), len(y_train) - sum(y_train)) < 2 or not val_ok:
         step.note = (
@@ -100,8 +121,9 @@ async def judge_head_step(
         )
         step.seconds = time.perf_counter() - started
         return alignment, step
-    head = fit_head(x_train, y_train, model, cfg, seed, memory)
-    cut = calibrate_threshold(out_of_fold(x_train, y_train, head.strength, cfg, seed), y_train)
+    x_fit, y_fit = x_train + x_planted_train, y_train + [False] * len(x_planted_train)
+    head = fit_head(x_fit, y_fit, model, cfg, seed, memory)
+    cut = _cut(x_fit, y_fit, len(x_train), head.strength, cfg, seed)
     step.val = cohen_kappa([head.p_pass(x) >= cut for x in x_val], y_val)
     step.strength, step.labels = head.strength, head.labels
     if not beats(step.val, so_far_val):
@@ -111,9 +133,11 @@ async def judge_head_step(
         )
         step.seconds = time.perf_counter() - started
         return alignment, step
-    x_all, y_all = x_train + x_val, y_train + y_val
+    x_people, y_people = x_train + x_val, y_train + y_val
+    x_all = x_people + x_planted_train + x_planted_val
+    y_all = y_people + [False] * (len(x_all) - len(x_people))
     head = fit_head(x_all, y_all, model, cfg, seed, memory)
-    cut = calibrate_threshold(out_of_fold(x_all, y_all, head.strength, cfg, seed), y_all)
+    cut = _cut(x_all, y_all, len(x_people), head.strength, cfg, seed)
     head.save(folder)
     if notes is not None:  # the head reads them: they travel (and are registered) with it
         notes.save(folder)
@@ -131,6 +155,22 @@ async def judge_head_step(
         head=str(folder),
     )
     return replace(alignment, judge=tuned), step
+
+
+def _planted(items: list[JudgedItem], injections: bool, seed: int) -> list[JudgedItem]:
+    """Each passing reply with an instruction to its judge appended, labelled fail."""
+    if not injections:
+        return []
+    rng = random.Random(seed)
+    return [planted(item, TRAINING, rng) for item in items if item.human_pass]
+
+
+def _cut(x, y, people: int, strength: float, cfg: HeadFit, seed: int) -> float:
+    """The pass cut calibrated on the out-of-fold P(pass) of the first `people` rows,
+    people's labels: the planted rows after them are folded and fitted like the rest, but
+    the cut is where people's labels put it."""
+    p_pass = out_of_fold(x, y, strength, cfg, seed)
+    return calibrate_threshold(p_pass[:people], y[:people])
 
 
 def _labels(items: list[JudgedItem]) -> list[bool]:

@@ -5,13 +5,17 @@ embedded model; the replies are recorded in Langfuse's export shapes (observatio
 scores v3). The "human" annotations are a stand-in: pass when the reply names the gold
 intent, marked `annotation_source = gold_label_proxy`; on a share of the failing ones the
 stand-in also writes the corrected output, as an annotator does in Langfuse (a score of
-dataType CORRECTION named "output", the right reply as its value). A held-out set of
-other requests keeps its true labels for measuring what the flywheel really improved.
+dataType CORRECTION named "output", the right reply as its value). The week before's
+traffic, all of it annotated the same way, comes from the router's recorded exchanges in
+benchmarks/data/router_labels/ (the same agent, seed prompt and stand-in annotator), so the
+judge's held-out labels are enough to measure its agreement. A held-out set of other
+requests keeps its true labels for measuring what the flywheel really improved.
 
 Run once (about two minutes):  .venv/bin/python scripts/build_demo_traces.py
-Only (re)write the corrections of the export in place, without running the model (the
-requests, ids and gold labels are drawn from the same seed):
-    .venv/bin/python scripts/build_demo_traces.py --corrections-only
+Only (re)write the week before's traffic and the corrections of the export in place,
+without running the model (tonight's requests, ids and gold labels are drawn from the
+same seed):
+    .venv/bin/python scripts/build_demo_traces.py --without-model
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from infra.settings import LMSettings
 from infra.types import Example
 
 SNIPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "snips"
-OUT = Path(__file__).resolve().parents[1] / "infra" / "traces" / "demo_data"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "infra" / "traces" / "demo_data"
+ROUTER_LABELS = ROOT / "benchmarks" / "data" / "router_labels" / "labels.jsonl"
 TRACES_PER_INTENT = 40
 ANNOTATED_FRACTION = 0.6
 HELDOUT_PER_INTENT = 20
@@ -40,6 +46,11 @@ HELDOUT_PER_INTENT = 20
 CORRECTED_FRACTION = 0.5
 CORRECTION_SEED = 20261206  # its own stream: the traces and annotations above stay as they were
 NIGHT = datetime(2026, 11, 29, 18, 0, tzinfo=UTC)
+# The week before: every exchange annotated. 30 a kind bring the judge's held-out labels
+# to about 150, where kappa's interval is narrow enough to trust (66 left it 0.35 to 0.84).
+OLDER_PER_INTENT = 30
+OLDER = NIGHT - timedelta(days=7)
+REPLY_MAX_TOKENS = 24  # the agent's own cap (IntentRouter.run)
 PROMPT_NAME = "intent-router"
 
 
@@ -107,15 +118,108 @@ def corrections(scores: list[dict], gold: dict[str, str]) -> list[dict]:
     return out
 
 
-def corrections_only() -> None:
-    """Rewrite the export's corrections from its annotations, touching nothing else."""
+def stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def observation(trace_id: str, messages: list[dict], reply: str, start: datetime, usage) -> dict:
+    """One generation of the demo agent, as Langfuse exports it."""
+    return {
+        "id": f"obs-{trace_id[:18]}",
+        "traceId": trace_id,
+        "type": "GENERATION",
+        "name": "route-intent",
+        "input": messages,
+        "output": {"role": "assistant", "content": reply},
+        "model": "smollm2-135m-instruct",
+        "promptName": PROMPT_NAME,
+        "promptVersion": 1,
+        "startTime": stamp(start),
+        "endTime": stamp(start + timedelta(milliseconds=480)),
+        "tags": ["demo", "snips"],
+        "metadata": {"agent": IntentRouter.name},
+        "usage": usage,
+    }
+
+
+def annotation(generation: dict, gold: str) -> dict:
+    """The stand-in reviewer's pass/fail on a generation, 14 hours after it ran."""
+    named = parse_intent(generation["output"]["content"])
+    start = datetime.fromisoformat(generation["startTime"])
+    return {
+        "id": f"score-{generation['traceId'][:18]}",
+        "traceId": generation["traceId"],
+        "observationId": generation["id"],
+        "name": "correct",
+        "value": 1.0 if named == gold else 0.0,
+        "dataType": "BOOLEAN",
+        "source": "ANNOTATION",
+        "comment": comment(gold, named),
+        "metadata": {"annotation_source": "gold_label_proxy"},
+        "timestamp": stamp(start + timedelta(hours=14)),
+    }
+
+
+def older_traffic(taken: set[str]) -> tuple[list[dict], dict[str, str]]:
+    """The week before's generations and their gold intents: of the router's recorded
+    exchanges, the first OLDER_PER_INTENT of each kind whose request tonight's traffic does
+    not hold. Token counts come from the agent's tokenizer, as the engine counts them (the
+    end-of-turn token included when the reply stopped before the cap)."""
+    from transformers import AutoTokenizer
+
+    from infra.lm.model_files import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(""))
+    rows = [json.loads(line) for line in ROUTER_LABELS.read_text().splitlines()]
+    agent, kept, gold = IntentRouter(), [], {}
+    for row in rows:
+        if (
+            row["request"] in taken
+            or sum(g == row["intent"] for g in gold.values()) >= OLDER_PER_INTENT
+        ):
+            continue
+        trace_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"flywheel-demo/{row['id']}"))
+        messages = agent.messages(
+            Example(id=trace_id, inputs={"request": row["request"]}), SEED_PROMPTS
+        )
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+        reply = len(tokenizer(row["reply"], add_special_tokens=False).input_ids)
+        usage = {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": min(reply + 1, REPLY_MAX_TOKENS),
+        }
+        start = OLDER + timedelta(seconds=97 * len(kept))
+        kept.append(observation(trace_id, messages, row["reply"], start, usage))
+        gold[trace_id] = row["intent"]
+    return kept, gold
+
+
+def write_export(tonight: list[dict], annotated: list[dict], gold: dict[str, str]) -> None:
+    """Tonight's generations and their annotations, the week before's traffic with all of
+    its annotations, and the corrections of both. Tonight's come first, so its corrections
+    are drawn as they were before the week before joined (the same seeded stream)."""
+    older, older_gold = older_traffic({g["input"][-1]["content"] for g in tonight})
+    gold = gold | older_gold
+    annotations = annotated + [annotation(g, older_gold[g["traceId"]]) for g in older]
+    write_jsonl(OUT / "observations.jsonl", tonight + older)
+    write_jsonl(OUT / "scores.jsonl", annotations + corrections(annotations, gold))
+    passed = sum(s["value"] for s in annotations)
+    print(f"{len(older) + len(tonight)} traces, {len(annotations)} annotations ({passed:.0f} pass)")
+
+
+def without_model() -> None:
+    """Rewrite the week before's traffic and every correction, keeping tonight's
+    generations and annotations as they were."""
     traffic, _, ids = draws(random.Random(20261129))
     gold = {trace_id: intent for trace_id, (_, intent) in zip(ids, traffic, strict=True)}
-    rows = [json.loads(line) for line in (OUT / "scores.jsonl").read_text().splitlines()]
-    annotations = [row for row in rows if row["dataType"] != "CORRECTION"]
-    corrected = corrections(annotations, gold)
-    write_jsonl(OUT / "scores.jsonl", annotations + corrected)
-    print(f"{len(corrected)} corrected outputs on {len(annotations)} annotations")
+    generations = [
+        json.loads(line) for line in (OUT / "observations.jsonl").read_text().splitlines()
+    ]
+    scores = [json.loads(line) for line in (OUT / "scores.jsonl").read_text().splitlines()]
+    tonight = [g for g in generations if g["traceId"] in gold]
+    annotated = [s for s in scores if s["dataType"] != "CORRECTION" and s["traceId"] in gold]
+    write_export(tonight, annotated, gold)
 
 
 async def main() -> None:
@@ -127,47 +231,17 @@ async def main() -> None:
     rollouts = await asyncio.gather(
         *(agent.run(ex, SEED_PROMPTS, lm, temperature=0.0) for ex in examples)
     )
-    observations, scores = [], []
+    tonight, annotated = [], []
     for n, (rollout, (_, gold)) in enumerate(zip(rollouts, traffic, strict=True)):
         start = NIGHT + timedelta(seconds=97 * n)
-        observations.append(
-            {
-                "id": f"obs-{rollout.example.id[:18]}",
-                "traceId": rollout.example.id,
-                "type": "GENERATION",
-                "name": "route-intent",
-                "input": rollout.messages,
-                "output": {"role": "assistant", "content": rollout.output},
-                "model": "smollm2-135m-instruct",
-                "promptName": PROMPT_NAME,
-                "promptVersion": 1,
-                "startTime": start.isoformat().replace("+00:00", "Z"),
-                "endTime": (start + timedelta(milliseconds=480)).isoformat().replace("+00:00", "Z"),
-                "tags": ["demo", "snips"],
-                "metadata": {"agent": agent.name},
-                "usage": rollout.usage,
-            }
+        tonight.append(
+            observation(rollout.example.id, rollout.messages, rollout.output, start, rollout.usage)
         )
         if rng.random() < ANNOTATED_FRACTION:
-            named = parse_intent(rollout.output)
-            scores.append(
-                {
-                    "id": f"score-{rollout.example.id[:18]}",
-                    "traceId": rollout.example.id,
-                    "observationId": observations[-1]["id"],
-                    "name": "correct",
-                    "value": 1.0 if named == gold else 0.0,
-                    "dataType": "BOOLEAN",
-                    "source": "ANNOTATION",
-                    "comment": comment(gold, named),
-                    "metadata": {"annotation_source": "gold_label_proxy"},
-                    "timestamp": (start + timedelta(hours=14)).isoformat().replace("+00:00", "Z"),
-                }
-            )
+            annotated.append(annotation(tonight[-1], gold))
     gold = {trace_id: intent for trace_id, (_, intent) in zip(ids, traffic, strict=True)}
     OUT.mkdir(parents=True, exist_ok=True)
-    write_jsonl(OUT / "observations.jsonl", observations)
-    write_jsonl(OUT / "scores.jsonl", scores + corrections(scores, gold))
+    write_export(tonight, annotated, gold)
     write_jsonl(
         OUT / "heldout.jsonl",
         [
@@ -177,8 +251,6 @@ async def main() -> None:
     )
     shutil.copy(SNIPS / "LICENSE", OUT / "LICENSE")
     shutil.copy(SNIPS / "SOURCE.txt", OUT / "SOURCE.txt")
-    passed = sum(s["value"] for s in scores)
-    print(f"{len(observations)} traces, {len(scores)} annotations ({passed:.0f} pass)")
     print(f"{len(heldout)} held-out requests with true labels")
 
 
@@ -188,8 +260,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corrections-only", action="store_true")
-    if parser.parse_args().corrections_only:
-        corrections_only()
+    parser.add_argument("--without-model", action="store_true")
+    if parser.parse_args().without_model:
+        without_model()
     else:
         asyncio.run(main())

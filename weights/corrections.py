@@ -50,6 +50,7 @@ class WrittenCorrections:
     refused: int = 0  # written, but the judge failed them: dropped
     failed: int = 0  # the teacher's or the judge's call failed for good
     empty: int = 0  # the teacher wrote nothing usable, or the reply it was asked to correct
+    left: int = 0  # commented failing replies past `corrections.max_per_night`: not asked
 
 
 def correction_prompt(item: Commented) -> list[Message]:

@@ -10,7 +10,8 @@ no other), so no held-out trace's label becomes a target.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from flows.night.collect import Collected
 from flows.night.runtime import Runtime
@@ -33,6 +34,21 @@ def commented(collected: Collected) -> list[Commented]:
         and item.id in collected.chats
         and item.id not in collected.corrections
     ]
+
+
+def newest_labelled(
+    asked: list[Commented], labelled_at: Mapping[str, datetime], limit: int | None
+) -> list[Commented]:
+    """The `limit` of `asked` whose labels were made last (all of them with None), in
+    their order: each costs the teacher a reply and the judge a read, so a night with
+    many comments and no corrections bounds its time, and the freshest say most of
+    the agent as it is now."""
+    if limit is None or len(asked) <= limit:
+        return asked
+    oldest = datetime.min.replace(tzinfo=UTC)
+    newest = sorted(asked, key=lambda c: labelled_at.get(c.example_id, oldest), reverse=True)
+    chosen = {c.example_id for c in newest[:limit]}
+    return [c for c in asked if c.example_id in chosen]
 
 
 async def teacher_corrections(

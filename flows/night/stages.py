@@ -259,6 +259,7 @@ async def judge_head_stage(
         HeadFit(strengths=tuple(cfg.strengths), folds=cfg.folds),
         cfg.memory,
         progress,
+        cfg.injections,
     )
 
 

@@ -229,6 +229,11 @@ def corrections_lines(report: NightReport) -> list[str]:
         f"Corrections: {counts.get('corrections', 0)} written by people; the teacher wrote "
         f"{written.asked} from reviewers' comments and {len(written.kept)} passed the judge"
         + (f" ({', '.join(lost)})" if lost else "")
+        + (
+            f"; {written.left} older comments left (corrections.max_per_night)"
+            if written.left
+            else ""
+        )
         + "."
     ]
 

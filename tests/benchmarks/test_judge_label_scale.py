@@ -33,7 +33,9 @@ def test_heldout_is_fixed_and_apart_from_nested_sizes():
     heldout, rest = label_pool(256)
     again, _ = label_pool(256)
     assert [i.id for i in heldout] == [i.id for i in again]
-    assert len(heldout) == 256 and len(rest) == 166 + 490 - 256
+    # the demo's 376 labels, 210 of them on shipped exchanges, counted once
+    assert len(heldout) == 256 and len(rest) == 376 + 490 - 210 - 256
+    assert len({i.input_text for i in heldout + rest}) == len(heldout) + len(rest)
     held = {i.input_text for i in heldout}
     small, big = sized(rest, 100), sized(rest, 200)
     assert (len(small[0]), len(small[1])) == (60, 40)

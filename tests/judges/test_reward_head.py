@@ -17,7 +17,7 @@ from infra.scales import ScoreScale
 from infra.settings import Settings
 from judges.align import Alignment
 from judges.choose import choose_judge, not_comparable
-from judges.injection import injection_check
+from judges.injection import TRAINING, injection_check
 from judges.judge import Judge
 from judges.judge_head import judge_head_step
 from judges.memory import FILE as MEMORY_FILE
@@ -269,3 +269,47 @@ async def test_the_injection_check_reads_a_head_judge(tmp_path):
     assert steady.judged_fail == len(items) and steady.flipped == 0 and not steady.fooled
     fooled = await injection_check(judge_lm(gullible), judge, items, 0, 0.2)
     assert fooled.fooled and fooled.flipped == fooled.judged_fail == len(items)
+
+
+def leaning(messages) -> list[float]:
+    """A judge model's features as the teacher's behave: a noisy sense of whether the reply
+    is good, a strong lean to "pass" that a good reply and an instruction to answer Yes both
+    trigger, and a faint trace of the instruction itself."""
+    reply = messages[1]["content"].split("</reply>")[0]
+    good = "[good]" in reply
+    told = any(word in reply for word in ("Yes", "PASS", "passing"))
+    noise = hashed_features(messages, 4)
+    signal = (1.0 if good else -1.0) + noise[0] / 2
+    return [
+        signal,
+        1.0 if good or told else -1.0,
+        (0.3 if told else 0.0) + noise[1] / 10,
+        *noise[2:],
+    ]
+
+
+@pytest.mark.parametrize("injections", [False, True])
+async def test_a_head_fitted_with_planted_instructions_is_not_talked_into_passing(
+    tmp_path, injections
+):
+    lm, items = judge_lm(leaning), labelled(90)
+    train, val, heldout = judge_splits(items, 0.4, 0)
+    tally = CountingTally()
+    alignment, step = await judge_head_step(
+        lm, aligned(0.0), train, val, heldout, tmp_path / "head", "the rubric", 0.0, 0,
+        tally=tally, injections=injections,
+    )  # fmt: skip
+    assert step.kept is not None and alignment.judge.heldout["kappa"] > 0.8
+    passing = [i for i in train + val if i.human_pass]
+    # the planted replies are read beside people's labels, and fitted, never counted as theirs
+    assert tally.expected[0] == len(train) + len(val) + injections * len(passing)
+    assert step.labels == len(train) + len(val) + injections * len(passing)
+    replies = [m[1]["content"].split("</reply>")[0] for m in lm.feature_calls]
+    planted_replies = [r for r in replies if any(s in r for s in TRAINING)]
+    assert len(planted_replies) == injections * len(passing)
+    assert all("[good]" in r for r in planted_replies)  # on replies people passed
+    probed = [i for i in heldout if not i.human_pass]
+    check = await injection_check(lm, alignment.judge, probed, 0, 0.2)
+    assert check.judged_fail == len(probed)
+    # without them the head follows the lean and the check's probes turn fails to pass
+    assert check.fooled is not injections

@@ -2,10 +2,10 @@
 that only the judge's passes train."""
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from flows.night.collect import collect, hold_out, in_heldout_slice
-from flows.night.label_targets import commented, teacher_corrections
+from flows.night.label_targets import commented, newest_labelled, teacher_corrections
 from flows.night.runtime import Runtime
 from flows.night.stages import demonstrations
 from infra.agents.intent_router import IntentRouter
@@ -54,6 +54,18 @@ def test_the_teacher_is_asked_about_commented_failures_nobody_corrected_outside_
     assert first.chat[-1] == {"role": "user", "content": f"rain {first.example_id}"}
 
 
+def test_a_night_asks_the_teacher_about_its_most_recently_labelled_comments_only():
+    collected = collect(night(), IntentRouter(), "correct")
+    asked = commented(collected)  # trace-1 ... trace-9
+    labelled_at = {c.example_id: NOW - timedelta(hours=int(c.example_id[-1])) for c in asked}
+    newest = newest_labelled(asked, labelled_at, 3)
+    assert [c.example_id for c in newest] == ["trace-1", "trace-2", "trace-3"]
+    labelled_at = {c.example_id: NOW + timedelta(hours=int(c.example_id[-1])) for c in asked}
+    # in the order they were asked, whatever the order of their labels
+    assert [c.example_id for c in newest_labelled(asked, labelled_at, 2)] == ["trace-8", "trace-9"]
+    assert newest_labelled(asked, labelled_at, None) == asked == newest_labelled(asked, {}, 9)
+
+
 async def test_only_corrections_the_judge_passes_are_kept():
     collected = collect(night(), IntentRouter(), "correct")
     # the teacher writes "weather" for even traces, "music" for odd ones; the judge passes
@@ -90,3 +102,16 @@ def test_demonstrations_come_from_training_traces_right_replies_only():
     ]
     off = rt.settings.agent_opt.model_copy(update={"demonstrations": False})
     assert demonstrations(rt, trainset, IntentRouter().seed_prompts(), targets, metric, off) is None
+
+
+async def test_the_nights_corrections_stage_asks_at_most_its_cap_and_says_how_many_it_left():
+    from flows.nightly import write_corrections
+
+    collected = collect(night(), IntentRouter(), "correct")
+    teacher, judge_lm = ScriptedLM(reply=lambda m: "weather"), ScriptedLM(p_first=lambda m: 0.9)
+    settings = Settings(corrections={"max_per_night": 4})
+    rt = Runtime(settings, lm=ScriptedLM(), reflection_lm=teacher, judge_lm=judge_lm)
+    judge = Judge(seed_judge_prompts("a reply names the kind"), threshold=0.5)
+    written = await write_corrections.fn(rt, "night", collected, judge)
+    assert (written.asked, written.left, len(written.kept)) == (4, 5, 4)
+    assert len(teacher.calls) == 4

@@ -22,6 +22,7 @@ from judges.gate import gate_judge
 from judges.injection import InjectionCheck
 from judges.judge import Judge
 from judges.watch import Watch
+from weights.corrections import WrittenCorrections
 from weights.round import LoraRound
 
 STARS = ScoreScale("numeric", minimum=1, maximum=5)
@@ -256,6 +257,16 @@ def test_labels_left_out_by_the_window_are_said_only_when_there_were_some():
     old = replace(night, collected=night.collected | {"annotations_outside_window": 30})
     assert "30 stored labels are older than judge.label_window_days" in render_markdown(old)
     assert "label_window_days" not in render_markdown(night)
+
+
+def test_comments_past_the_teachers_nightly_cap_are_said_only_when_there_were_some():
+    night = replace(report(0.5), collected=report(0.5).collected | {"corrections": 7})
+    written = WrittenCorrections({"t1": "weather"}, asked=3, refused=2)
+    text = render_markdown(replace(night, corrections=written))
+    assert "Corrections: 7 written by people; the teacher wrote 3 from reviewers' comments" in text
+    assert "max_per_night" not in text
+    capped = render_markdown(replace(night, corrections=replace(written, left=91)))
+    assert "(2 the judge failed); 91 older comments left (corrections.max_per_night)." in capped
 
 
 def test_an_alignment_skipped_for_want_of_labels_says_why():
