@@ -4,8 +4,9 @@ The night's step (`judges.judge_head`: a logistic head on the judge model's feat
 its own pointwise prompt, fitted on the training labels, its cut calibrated out of fold,
 kept if it beats the judge so far on validation, then fitted again on training and
 validation labels) is run as the night runs it, on the demo's splits
-(`judges.splits.judge_splits`, held-out fraction 0.4: 60 train, 40 validation, 66 held
-out), against:
+(`judges.splits.judge_splits`, held-out fraction 0.4: 135 train, 90 validation, 151 held
+out of the 376 labels), with and without its planted instructions (`judge.head.injections`),
+against:
 
 - **the rubric alone**: the judge model's P(Yes) on the same prompt, its cut calibrated on
   the training labels (the night's rule for a rubric);
@@ -138,31 +139,39 @@ def row(name, probs, cut, heldout, planted_probs, val=None, note="") -> Row:
     return Row(name, report, roc_auc_score(y, probs), (flipped, len(judged_fail)), val, note)
 
 
-async def night_step(reader, train, val, heldout, notes: int, so_far_val: float) -> Row:
-    """The night's own step (`judges.judge_head.judge_head_step`) on the judge model."""
+async def night_step(
+    reader, train, val, heldout, notes: int, so_far_val: float, injections: bool = True
+) -> Row:
+    """The night's own step (`judges.judge_head.judge_head_step`) on the judge model;
+    `injections`: fitting the passing replies with a planted instruction as fails too
+    (`judge.head.injections`, the night's default)."""
     lm = Teacher(reader)
     rubric = Judge({"rubric": JUDGE_RUBRIC}, threshold=0.5)
     alignment = Alignment(rubric, rubric, so_far_val, so_far_val, True, rubric.prompts, 0, {})
     with tempfile.TemporaryDirectory(prefix="judge-head-") as folder:
         kept, step = await judge_head_step(
             lm, alignment, train, val, heldout, Path(folder), "the rubric", so_far_val, 0,
-            memory=notes,
+            memory=notes, injections=injections,
         )  # fmt: skip
         judge = kept.judge
         if step.kept is None:  # not kept: read it all the same, fitted on both as if kept
-            judge = await _forced(lm, alignment, train, val, heldout, Path(folder), notes)
+            judge = await _forced(
+                lm, alignment, train, val, heldout, Path(folder), notes, injections
+            )
         metric = judge.metric(lm)
         probs = await metric.p_pass_many(heldout)
         after = await metric.p_pass_many(injected(heldout))
     name = "head, the night's step" + (f", {notes} notes" if notes else "")
+    name += "" if injections else ", no planted instructions"
     note = f"C {step.strength:g}" + ("" if step.kept else "; not kept by the night")
     return row(name, probs, judge.threshold, heldout, after, step.val, note)
 
 
-async def _forced(lm, alignment, train, val, heldout, folder, notes) -> Judge:
+async def _forced(lm, alignment, train, val, heldout, folder, notes, injections) -> Judge:
     forced, _ = await judge_head_step(
-        lm, alignment, train, val, heldout, folder, "nothing", -math.inf, 0, memory=notes
-    )
+        lm, alignment, train, val, heldout, folder, "nothing", -math.inf, 0,
+        memory=notes, injections=injections,
+    )  # fmt: skip
     return forced.judge
 
 
@@ -281,6 +290,7 @@ async def demo_split(reader, seed: int, notes: int, variants: bool, layers=()) -
     print(f"split {seed}: train {len(train)}, validation {len(val)}, held-out {len(heldout)}")
     readings, planted_readings, rubric = read_with_rubric(reader, train, val, heldout)
     rows = [rubric, await night_step(reader, train, val, heldout, 0, rubric.val)]
+    rows.append(await night_step(reader, train, val, heldout, 0, rubric.val, injections=False))
     if notes:
         memory = ReviewedMemory(train, notes)
         for part in (train, val, heldout, injected(heldout)):
@@ -338,7 +348,7 @@ async def run(args: argparse.Namespace) -> None:
     by_split = {}
     for seed in args.splits:
         by_split[seed] = await demo_split(reader, seed, args.notes, args.variants, args.layers)
-        show(f"demo split {seed} (66 held-out labels)", by_split[seed])
+        show(f"demo split {seed}", by_split[seed])
     if len(by_split) > 1:
         summary(by_split)
     if args.router:

@@ -497,6 +497,13 @@ class LoraSettings(LoraTraining):
     """Records per stage at most, the best of each example first."""
     min_judge_score: float | None = None
     """A record's least judge score; None = the pass cut."""
+    max_steps: PositiveInt | None = 20
+    """Optimizer steps at most, the night's, shared evenly by the schedule's weight steps
+    (`fast_slow`); None: `epochs` passes over the records. Bounded by default because the
+    records grow with the labels to date (every passed reply and correction people ever
+    made trains): on the demo's 376 labels one pass is 37 steps, about twice the night's
+    training time at 166 labels, and a night must end by morning however many labels
+    arrived. The trainer draws its batches at random (seeded) from all the records."""
     dropout: float = 0.05
     """Dropout on the LoRA input, in training only."""
     micro_batch_size: PositiveInt = 1

@@ -301,10 +301,25 @@ def _unplaceable(model_type: str, base_model_path: str | Path, err: Exception) -
     )
 
 
-def training_arguments(scratch: str, cfg: LoraSettings, placement: Placement, seed: int) -> dict:
+def run_length(cfg: LoraSettings, records: int) -> int:
+    """trl's `max_steps` for `records`: `cfg.max_steps` where `epochs` passes over them
+    would run longer, else -1 ("the epochs decide"). trl's own max_steps overrides the
+    epochs and would go round small record sets again and again; ours is a cap. GRPO
+    samples as it trains, so its steps are its own to count."""
+    if cfg.max_steps is None:
+        return -1
+    if "grpo" in getattr(cfg, "method", ""):
+        return cfg.max_steps
+    passes = cfg.epochs * math.ceil(records / cfg.batch_size)
+    return cfg.max_steps if cfg.max_steps < passes else -1
+
+
+def training_arguments(
+    scratch: str, cfg: LoraSettings, placement: Placement, seed: int, records: int
+) -> dict:
     """What every trl trainer here is given, whatever its method: the batch (micro-batches
-    accumulated), the length of the run, the device, no saves or reports of its own. Its
-    keys win over a method's own: on a GPU, activations are recomputed in the backward
+    accumulated), the length of the run (`run_length`), the device, no saves or reports of
+    its own. Its keys win over a method's own: on a GPU, activations are recomputed in the backward
     pass whatever the method does on a CPU, since there memory is what runs out."""
     on_gpu = placement.device == "cuda"
     return dict(
@@ -312,7 +327,7 @@ def training_arguments(scratch: str, cfg: LoraSettings, placement: Placement, se
         per_device_train_batch_size=min(cfg.micro_batch_size, cfg.batch_size),
         gradient_accumulation_steps=math.ceil(cfg.batch_size / cfg.micro_batch_size),
         num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps or -1,  # -1: trl's "epochs decide"
+        max_steps=run_length(cfg, records),
         bf16=placement.bf16,
         use_cpu=not on_gpu,
         **({"activation_checkpointing": True} if on_gpu else {}),
@@ -367,7 +382,9 @@ def _train(
     with tempfile.TemporaryDirectory(prefix="flywheel-lora-") as scratch:
         trainer = trainer_class(
             model=model,
-            args=config_class(**(specific | training_arguments(scratch, cfg, placement, seed))),
+            args=config_class(
+                **(specific | training_arguments(scratch, cfg, placement, seed, len(records)))
+            ),
             train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
             peft_config=peft_config,

@@ -8,13 +8,14 @@ import numpy as np
 
 from benchmarks.judge_reward_head import injected, layer_rows, night_step, read, row
 from benchmarks.teacher_features import Reading
-from judges.injection import PROBES
+from judges.injection import PROBES, TRAINING
 from judges.splits import judge_splits
 from judges.types import JudgedItem
 
 
 class FakeReader:
-    """Readings whose first feature says whether the reply is good (unless `blind`)."""
+    """Readings whose first feature says whether the reply is good (unless `blind`) and
+    whose second that it speaks to its judge, as a real model's features carry both."""
 
     checkpoint = "/models/fake-judge"
 
@@ -25,10 +26,12 @@ class FakeReader:
         seed = int(hashlib.sha256(repr(messages).encode()).hexdigest()[:8], 16)
         noise = np.random.default_rng(seed).normal(size=4)
         good = 1.0 if "[good]" in reply and not self.blind else -1.0
+        told = 1.0 if any(s in reply for s in (*TRAINING, *PROBES)) else 0.0
         # the residual stream: the embeddings, a layer that carries the verdict, and a
         # last layer that lost it
         layers = np.array([noise, [good, *noise[1:]], noise[::-1]], dtype=np.float16)
-        return Reading(np.array([good, *noise]), np.array([good]), p_yes=0.5, layers=layers)
+        last = np.array([good, told, *noise])
+        return Reading(last, np.array([good]), p_yes=0.5, layers=layers)
 
     def read_many(self, prompts):
         return [self.read(m, r) for m, r in prompts]
@@ -63,10 +66,12 @@ def test_injections_count_only_replies_the_arm_judged_fail():
 
 
 def test_the_night_step_is_read_as_the_night_reads_it():
-    train, val, heldout = judge_splits(items(), 0.4, 0)
+    train, val, heldout = judge_splits(items(90), 0.4, 0)
     kept = asyncio.run(night_step(FakeReader(), train, val, heldout, 0, 0.2))
     assert kept.report["kappa"] == 1.0 and kept.val > 0.2 and kept.flipped[0] == 0
-    assert "not kept" not in kept.note
+    assert "not kept" not in kept.note and kept.name == "head, the night's step"
+    bare = asyncio.run(night_step(FakeReader(), train, val, heldout, 0, 0.2, injections=False))
+    assert bare.name.endswith("no planted instructions") and bare.report["kappa"] == 1.0
     # a head that cannot beat the judge is still read, and said to be dropped by the night
     blind = asyncio.run(night_step(FakeReader(blind=True), train, val, heldout, 0, 0.2))
     assert "not kept by the night" in blind.note and blind.report["kappa"] < 0.5

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from infra.settings import JudgeLoraSettings, LoraSettings
-from weights.lora import Placement, base_precision, training_arguments, training_placement
+from weights.lora import (
+    Placement,
+    base_precision,
+    run_length,
+    training_arguments,
+    training_placement,
+)
 
 
 @pytest.fixture
@@ -89,8 +95,8 @@ def test_4bit_with_both_is_reported(gpu, monkeypatch):
 
 def test_a_gpu_run_recomputes_activations_and_a_cpu_run_leaves_it_to_the_method():
     cfg = LoraSettings()
-    on_gpu = training_arguments("/tmp/x", cfg, Placement("cuda", True), 0)
-    on_cpu = training_arguments("/tmp/x", cfg, Placement("cpu", False), 0)
+    on_gpu = training_arguments("/tmp/x", cfg, Placement("cuda", True), 0, 16)
+    on_cpu = training_arguments("/tmp/x", cfg, Placement("cpu", False), 0, 16)
     assert (on_gpu["use_cpu"], on_gpu["activation_checkpointing"], on_gpu["bf16"]) == (
         False,
         True,
@@ -105,3 +111,15 @@ def test_a_gpu_run_recomputes_activations_and_a_cpu_run_leaves_it_to_the_method(
 def test_the_judge_s_lora_trains_where_its_settings_say():
     cfg = JudgeLoraSettings(device="cpu", quantize="4bit").training()
     assert (cfg.device, cfg.quantize) == ("cpu", "4bit")
+
+
+def test_max_steps_caps_a_long_run_and_never_repeats_a_short_one():
+    """trl's max_steps overrides the epochs; the night's is a cap: 295 records at 8 a step
+    are 37 steps, cut to 20; 40 records are 5 steps, not 20 of them going round again."""
+    capped = LoraSettings(max_steps=20, batch_size=8)
+    assert run_length(capped, 295) == 20
+    assert run_length(capped, 40) == -1 and run_length(capped, 160) == -1
+    assert run_length(capped.model_copy(update={"epochs": 5}), 40) == 20
+    assert run_length(LoraSettings(max_steps=None), 295) == -1
+    grpo = LoraSettings(max_steps=20, method="grpo", batch_size=8)
+    assert run_length(grpo, 4) == 20  # online RL: its steps sample anew

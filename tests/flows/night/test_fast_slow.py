@@ -42,7 +42,9 @@ def test_the_nights_budget_is_split_evenly_across_steps_of_a_kind():
     assert (first.max_reflection_calls, second.max_reflection_calls) == (6, 5)
     lora = LoraSettings(max_steps=5)
     assert [weight_budget(lora, kinds, k).max_steps for k in (0, 1)] == [3, 2]
-    assert weight_budget(LoraSettings(), kinds, 0).max_steps is None  # epochs decide
+    assert [weight_budget(LoraSettings(), kinds, k).max_steps for k in (0, 1)] == [10, 10]
+    unbounded = LoraSettings(max_steps=None)
+    assert weight_budget(unbounded, kinds, 0).max_steps is None  # epochs decide
 
 
 def test_the_selection_slice_is_seeded_and_apart_from_the_gates():
