@@ -82,7 +82,8 @@ def test_a_judge_adapter_trained_a_few_steps_changes_its_verdicts_and_reloads_th
         for n in range(16)
     ]
     lm = make_lm(LMSettings())
-    cfg = LoraSettings(max_steps=24, batch_size=4, learning_rate=1e-3, checkpoints=1)
+    # 16 records, 4 a step: six passes hold the 24 steps (max_steps caps, never repeats)
+    cfg = LoraSettings(max_steps=24, epochs=6, batch_size=4, learning_rate=1e-3, checkpoints=1)
     trained = train_sft_adapter(
         pointwise_records("Judge it.", train), lm.base_model_path, tmp_path / "judge", cfg
     )

@@ -26,7 +26,8 @@ from weights.lora import TRAINING_SUMMARY
 from weights.round import train_once
 
 STEPS = 3
-LORA = LoraSettings(batch_size=2, micro_batch_size=2, max_steps=STEPS, checkpoints=2)
+# 4 records, 2 a step: two passes hold the 3 steps max_steps allows (a cap, not a repeat)
+LORA = LoraSettings(batch_size=2, micro_batch_size=2, epochs=2, max_steps=STEPS, checkpoints=2)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def test_each_lora_step_s_curve_is_a_child_run_of_the_night(tmp_path, trained):
     assert sorted((m.step, m.value) for m in val) == [(0, 0.4), (1, 0.45), (3, 0.3)]
     params = client.get_run(step2).data.params
     assert params["method"] == "sft" and params["rank"] == "8" and params["alpha"] == "16"
-    assert params["learning_rate"] == str(LORA.learning_rate) and params["epochs"] == "1"
+    assert params["learning_rate"] == str(LORA.learning_rate) and params["epochs"] == "2"
     assert params["max_steps"] == str(STEPS) and params["records"] == "4"
     assert params["device"] == summary["device"] and params["kept"] == "false"
     files = {a.path for a in client.list_artifacts(step2, "adapter")}
