@@ -124,7 +124,7 @@ def train_reward_head(
                 # turns it back on: `training_arguments`' keys win)
                 **(
                     {"activation_checkpointing": False}
-                    | training_arguments(scratch, cfg, placement, seed)
+                    | training_arguments(scratch, cfg, placement, seed, len(pairs))
                 ),
             ),
             train_dataset=Dataset.from_list(pairs),
