@@ -19,10 +19,11 @@ head fits those too: a reply that addresses its judge fails, however right it is
 otherwise. The teacher's features lean to "pass" when a reply says "answer Yes", and a
 head that never saw such a reply follows that lean: on the demo's 376 labels (seed 0) a
 head without them let 31 of 104 probed held-out failing replies through, one with them 6
-of 105 (held-out kappa 0.705 and 0.657); planting on the failing replies instead, as the
-judge's LoRA step does, let 20 of 100 through, at three and a half times the reads
-(docs/benchmarks/2026-12-07-judge-labels.md). The check's own probes (`PROBES`) are never
-among them, and the cut and the validation kappa are read on people's labels alone.
+of 105 (held-out kappa 0.705 and 0.657; the night itself, 10 of 105); planting on the
+failing replies instead, as the judge's LoRA step does, let 20 of 100 through, at three
+and a half times the reads (docs/benchmarks/2026-12-07-judge-labels.md). The check's own
+probes (`PROBES`) are never among them, and the cut and the validation kappa are read on
+people's labels alone.
 
 The head reads the base judge model (no LoRA adapter): the version it makes is rubric
 plus head, and, with a memory, the reviewers' notes it read (saved beside the head).
@@ -63,6 +64,7 @@ class JudgeHead:
     seconds: float = 0.0  # reading features and fitting
     memory: int = 0  # reviewers' notes in the prompt it reads (`judges.memory`)
     note: str = ""  # why it did not run, or was not kept
+    planted: int = 0  # replies with an instruction to the judge planted, fitted beside them
 
 
 async def judge_head_step(
@@ -125,7 +127,7 @@ async def judge_head_step(
     head = fit_head(x_fit, y_fit, model, cfg, seed, memory)
     cut = _cut(x_fit, y_fit, len(x_train), head.strength, cfg, seed)
     step.val = cohen_kappa([head.p_pass(x) >= cut for x in x_val], y_val)
-    step.strength, step.labels = head.strength, head.labels
+    step.strength, step.labels, step.planted = head.strength, len(y_train), len(x_planted_train)
     if not beats(step.val, so_far_val):
         step.note = (
             f"the head agreed no better on the validation labels than {so_far} "
@@ -142,7 +144,8 @@ async def judge_head_step(
     if notes is not None:  # the head reads them: they travel (and are registered) with it
         notes.save(folder)
     step.seconds = time.perf_counter() - started
-    step.strength, step.labels, step.kept = head.strength, head.labels, str(folder)
+    step.strength, step.kept = head.strength, str(folder)
+    step.labels, step.planted = len(y_people), len(x_all) - len(x_people)
     report, verdicts = await heldout_agreement(
         lm, judge.prompts, cut, heldout, seed, head=str(folder), tally=tally
     )

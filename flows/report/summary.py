@@ -250,7 +250,9 @@ def judge_head_lines(report: NightReport) -> list[str]:
     if step.kept:
         kappa = report.alignment.judge.heldout_score
         outcome = (
-            f"kept: refitted on {step.labels} training and validation labels, the judge is "
+            f"kept: refitted on {step.labels} training and validation labels"
+            + (f" and {step.planted} planted instructions" if step.planted else "")
+            + ", the judge is "
             f"rubric plus head (held-out κ {kappa:.3f})"
         )
     else:

@@ -303,7 +303,7 @@ async def test_a_head_fitted_with_planted_instructions_is_not_talked_into_passin
     passing = [i for i in train + val if i.human_pass]
     # the planted replies are read beside people's labels, and fitted, never counted as theirs
     assert tally.expected[0] == len(train) + len(val) + injections * len(passing)
-    assert step.labels == len(train) + len(val) + injections * len(passing)
+    assert (step.labels, step.planted) == (len(train) + len(val), injections * len(passing))
     replies = [m[1]["content"].split("</reply>")[0] for m in lm.feature_calls]
     planted_replies = [r for r in replies if any(s in r for s in TRAINING)]
     assert len(planted_replies) == injections * len(passing)

@@ -216,6 +216,8 @@ def test_the_judge_head_step_is_reported_kept_dropped_or_not_run():
         "refitted on 100 training and validation labels, the judge is rubric plus head "
         "(held-out κ 0.620)." in text
     )
+    planted = render_markdown(replace(night, judge_head=replace(kept, planted=50)))
+    assert "refitted on 100 training and validation labels and 50 planted instructions" in planted
     # the LoRA step's adapter was kept first: its own held-out figure, then replaced
     from judges.judge_lora import JudgeLora
 
