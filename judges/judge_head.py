@@ -36,6 +36,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from pathlib import Path
 
 from infra.lm import LM
@@ -98,11 +99,9 @@ async def judge_head_step(
     async def features(item: JudgedItem) -> list[float]:
         return await lm.features(reader.messages(item, PASS_QUESTION))
 
-    planted_train, planted_val = _planted(train, injections, seed), _planted(val, injections, seed)
+    parts = [train, val, _planted(train, injections, seed), _planted(val, injections, seed)]
     try:
-        read = await tallied(
-            train + val + planted_train + planted_val, lambda some: each(some, features), tally
-        )
+        read = await tallied(sum(parts, []), lambda some: each(some, features), tally)
     except NotImplementedError as err:  # an OpenAI-compatible server returns no hidden states
         step.note = f"{type(lm).__name__} does not return the judge model's features ({err})"
         return alignment, step
@@ -110,11 +109,10 @@ async def judge_head_step(
     if (model := JudgeModel.of(lm)) is None:
         step.note = f"{type(lm).__name__} names no judge model a head could be read on"
         return alignment, step
-    ends = [len(train), len(train) + len(val), len(train) + len(val) + len(planted_train)]
-    train_ok, x_train = answered(train, read[: ends[0]])
-    val_ok, x_val = answered(val, read[ends[0] : ends[1]])
-    _, x_planted_train = answered(planted_train, read[ends[1] : ends[2]])
-    _, x_planted_val = answered(planted_val, read[ends[2] :])
+    (train_ok, x_train), (val_ok, x_val), (_, x_planted_train), (_, x_planted_val) = [
+        answered(part, read[start : start + len(part)])
+        for part, start in zip(parts, accumulate([0, *map(len, parts)]), strict=False)
+    ]
     y_train, y_val = _labels(train_ok), _labels(val_ok)
     if min(sum(y_train), len(y_train) - sum(y_train)) < 2 or not val_ok:
         step.note = (

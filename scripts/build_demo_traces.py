@@ -26,6 +26,7 @@ import json
 import random
 import shutil
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -172,12 +173,11 @@ def older_traffic(taken: set[str]) -> tuple[list[dict], dict[str, str]]:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(""))
     rows = [json.loads(line) for line in ROUTER_LABELS.read_text().splitlines()]
     agent, kept, gold = IntentRouter(), [], {}
+    per_intent: Counter[str] = Counter()
     for row in rows:
-        if (
-            row["request"] in taken
-            or sum(g == row["intent"] for g in gold.values()) >= OLDER_PER_INTENT
-        ):
+        if row["request"] in taken or per_intent[row["intent"]] >= OLDER_PER_INTENT:
             continue
+        per_intent[row["intent"]] += 1
         trace_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"flywheel-demo/{row['id']}"))
         messages = agent.messages(
             Example(id=trace_id, inputs={"request": row["request"]}), SEED_PROMPTS
